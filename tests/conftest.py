@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny random models (fast) and the real embedded model (integration)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+# Tests are reproducible and do not oversubscribe the two CI cores.
+torch.set_num_threads(int(os.environ.get("MECHRAG_TEST_THREADS", "2")))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama():
+    from mechrag.toy import tiny_model
+
+    return tiny_model("llama")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2():
+    from mechrag.toy import tiny_model
+
+    return tiny_model("gpt2")
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """The embedded SmolLM2-135M-Instruct (de-quantised once, then cached)."""
+    from mechrag import load_model
+
+    return load_model(device="cpu")
