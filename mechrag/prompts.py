@@ -19,7 +19,7 @@ from mechrag.sources import Source
 DEFAULT_TEMPLATE = "Context: {context}\n\nQuery: {query}"
 PLAIN_SUFFIX = "\nAnswer:"
 
-SourceMask = Bool[torch.Tensor, "n_sources"]
+SourceMask = Bool[torch.Tensor, " n_sources"]
 
 
 def render_context(sources: Sequence[Source]) -> str:

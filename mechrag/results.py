@@ -28,7 +28,7 @@ class Attribution:
     method: str
     query: str
     sources: list[Source]
-    scores: Float[np.ndarray, "n_sources"]
+    scores: Float[np.ndarray, " n_sources"]
     response: str
     response_ids: list[int]
     response_tokens: list[str]

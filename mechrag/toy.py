@@ -19,7 +19,7 @@ SPECIAL_TOKENS = ["<|start|>", "<|end|>", "<|pad|>"]
 
 
 def byte_tokenizer(chat: bool = True):
-    """A byte-level tokenizer (256 byte tokens plus three specials), optionally with a chat template."""
+    """Byte-level tokenizer: 256 byte tokens, three specials, optional chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
