@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Sequence
 
 import torch
-from jaxtyping import Bool, Float
+from jaxtyping import Bool, Float, Int
 from tqdm.auto import tqdm
 
 from mechrag.prompts import PromptBuilder
@@ -103,16 +103,26 @@ class Engine:
             batches.append(current)
         return batches
 
-    def _forward(self, sequences: list[list[int]], n_response: int) -> ResponseLogprobs:
+    def batch_inputs(
+        self, sequences: list[list[int]]
+    ) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, "batch pos"]]:
+        """Left-padded token ids and attention mask on the model's device.
+
+        Left padding puts every response at the same (last) positions of the batch; the bridge
+        derives position ids from the mask, so each row sees the positions it would alone.
+        """
         width = max(len(s) for s in sequences)
-        pad = self._pad_id()
-        ids = torch.full((len(sequences), width), pad, dtype=torch.long)
+        ids = torch.full((len(sequences), width), self._pad_id(), dtype=torch.long)
         attention = torch.zeros((len(sequences), width), dtype=torch.long)
         for row, seq in enumerate(sequences):
             ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
             attention[row, width - len(seq) :] = 1
+        return ids.to(self.device), attention.to(self.device)
+
+    def _forward(self, sequences: list[list[int]], n_response: int) -> ResponseLogprobs:
+        ids, attention = self.batch_inputs(sequences)
         kwargs = {"logits_to_keep": n_response} if self._keeps_logits else {}
-        logits = self.model(ids.to(self.device), attention_mask=attention.to(self.device), **kwargs)
+        logits = self.model(ids, attention_mask=attention, **kwargs)
         self.forward_passes += 1
         return logits[:, -n_response:].float().log_softmax(-1)
 

@@ -1,0 +1,187 @@
+"""Real QA datasets as RAG examples: HotpotQA, MuSiQue and SQuAD 2.0 (samples ship with mechrag).
+
+Every reader returns :class:`RAGExample` objects: a query, its sources (sentences or documents),
+the ids of the gold sources and the reference answer. Source ids keep the original paragraph
+number (``p3s1`` is sentence 1 of paragraph 3; ``p3`` is paragraph 3 as a document), so they stay
+stable when distractor paragraphs are dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from mechrag.sources import Source, split_sentences
+
+SHIPPED = {
+    "hotpotqa": "hotpotqa_sample100.json",
+    "musique": "musique_ans_sample100.json",
+    "squad": "squad2_dev_5articles_gold_sentences.jsonl",
+}
+UNITS = ("sentence", "document")
+
+
+@dataclass
+class RAGExample:
+    """One query with its retrievable sources and gold labels."""
+
+    id: str
+    dataset: str
+    query: str
+    sources: list[Source]
+    gold_ids: list[str]
+    answer: str
+    metadata: dict = field(default_factory=dict)
+
+    def gold_indices(self) -> list[int]:
+        gold = set(self.gold_ids)
+        return [i for i, source in enumerate(self.sources) if source.id in gold]
+
+
+def shipped_path(dataset: str) -> Path:
+    """Path of the sample of ``dataset`` shipped inside the package."""
+    if dataset not in SHIPPED:
+        raise ValueError(f"unknown dataset {dataset!r}: choose from {sorted(SHIPPED)}")
+    return Path(str(resources.files("mechrag.datasets") / SHIPPED[dataset]))
+
+
+def _check_unit(unit: str) -> None:
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+
+
+def _choose_paragraphs(n_total: int, gold: set[int], distractors: int | None, rng) -> list[int]:
+    """Gold paragraphs plus ``distractors`` random others, in their original order."""
+    if distractors is None:
+        return list(range(n_total))
+    others = [i for i in range(n_total) if i not in gold]
+    keep = set(gold) | set(rng.sample(others, min(distractors, len(others))))
+    return sorted(keep)
+
+
+def _paragraph_sources(
+    paragraphs: list[tuple[int, str, list[str]]], gold_sentences: set[tuple[int, int]], unit: str
+) -> tuple[list[Source], list[str]]:
+    """Sources and gold ids from ``(paragraph index, title, sentences)`` triples."""
+    sources, gold_ids = [], []
+    for p_index, title, sentences in paragraphs:
+        sentences = [s.strip() for s in sentences if s.strip()]
+        if unit == "document":
+            sources.append(Source(f"p{p_index}", " ".join(sentences), title, p_index))
+            if any(p == p_index for p, _ in gold_sentences):
+                gold_ids.append(f"p{p_index}")
+            continue
+        for s_index, sentence in enumerate(sentences):
+            sources.append(Source(f"p{p_index}s{s_index}", sentence, title, p_index))
+            if (p_index, s_index) in gold_sentences:
+                gold_ids.append(f"p{p_index}s{s_index}")
+    return sources, gold_ids
+
+
+def _read_json(path: str | Path | None, dataset: str):
+    path = Path(path) if path is not None else shipped_path(dataset)
+    if not path.is_file():
+        raise FileNotFoundError(f"{dataset} file not found: {path}")
+    with path.open(encoding="utf-8") as handle:
+        if path.suffix == ".jsonl":
+            return [json.loads(line) for line in handle if line.strip()]
+        return json.load(handle)
+
+
+def load_hotpotqa(
+    path: str | Path | None = None,
+    n: int | None = None,
+    distractors: int | None = None,
+    unit: str = "sentence",
+    seed: int = 0,
+) -> list[RAGExample]:
+    """HotpotQA in its official JSON layout; gold = sentence-level ``supporting_facts``.
+
+    ``distractors=k`` keeps the gold paragraphs plus ``k`` random others (the full ten-paragraph
+    prompt is ~1,200 tokens). With ``unit="document"`` a paragraph is gold when it holds any
+    supporting fact.
+    """
+    _check_unit(unit)
+    rows = _read_json(path, "hotpotqa")[:n]
+    examples = []
+    for index, row in enumerate(rows):
+        titles = [title for title, _ in row["context"]]
+        gold_sentences = {
+            (titles.index(title), s) for title, s in row["supporting_facts"] if title in titles
+        }
+        rng = random.Random(seed * 100_003 + index)
+        gold_paragraphs = {p for p, _ in gold_sentences}
+        kept = _choose_paragraphs(len(titles), gold_paragraphs, distractors, rng)
+        paragraphs = [(p, row["context"][p][0], row["context"][p][1]) for p in kept]
+        sources, gold_ids = _paragraph_sources(paragraphs, gold_sentences, unit)
+        examples.append(
+            RAGExample(
+                row.get("_id", str(index)),
+                "hotpotqa",
+                row["question"],
+                sources,
+                gold_ids,
+                row["answer"],
+                {"type": row.get("type"), "level": row.get("level")},
+            )
+        )
+    return examples
+
+
+def load_musique(
+    path: str | Path | None = None,
+    n: int | None = None,
+    distractors: int | None = None,
+    unit: str = "document",
+    seed: int = 0,
+) -> list[RAGExample]:
+    """MuSiQue-Ans; gold = ``is_supporting`` paragraphs (all their sentences, at sentence level)."""
+    _check_unit(unit)
+    rows = _read_json(path, "musique")[:n]
+    examples = []
+    for index, row in enumerate(rows):
+        split = [split_sentences(p["paragraph_text"]) for p in row["paragraphs"]]
+        gold_paragraphs = {i for i, p in enumerate(row["paragraphs"]) if p["is_supporting"]}
+        gold_sentences = {(i, s) for i in gold_paragraphs for s in range(len(split[i]))}
+        rng = random.Random(seed * 100_003 + index)
+        kept = _choose_paragraphs(len(split), gold_paragraphs, distractors, rng)
+        paragraphs = [(p, row["paragraphs"][p]["title"], split[p]) for p in kept]
+        sources, gold_ids = _paragraph_sources(paragraphs, gold_sentences, unit)
+        examples.append(
+            RAGExample(
+                row["id"],
+                "musique",
+                row["question"],
+                sources,
+                gold_ids,
+                row["answer"],
+                {"aliases": row.get("answer_aliases", [])},
+            )
+        )
+    return examples
+
+
+def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAGExample]:
+    """SQuAD 2.0 gold-sentence JSONL: one paragraph as sentences; gold = answer sentences."""
+    rows = _read_json(path, "squad")[:n]
+    examples = []
+    for row in rows:
+        sentences = [(0, row["title"], row["sentences"])]
+        gold = {(0, s) for s in row["gold_sentence_ids"]}
+        sources, gold_ids = _paragraph_sources(sentences, gold, "sentence")
+        answer = row["answers"][0] if row["answers"] else ""
+        examples.append(RAGExample(row["id"], "squad", row["question"], sources, gold_ids, answer))
+    return examples
+
+
+LOADERS = {"hotpotqa": load_hotpotqa, "musique": load_musique, "squad": load_squad}
+
+
+def load_examples(dataset: str, path: str | Path | None = None, **options) -> list[RAGExample]:
+    """Dispatch to the reader for ``dataset`` ("hotpotqa", "musique" or "squad")."""
+    if dataset not in LOADERS:
+        raise ValueError(f"unknown dataset {dataset!r}: choose from {sorted(LOADERS)}")
+    return LOADERS[dataset](path, **options)
