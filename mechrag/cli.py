@@ -1,0 +1,142 @@
+"""The ``mechrag`` command line: thin wrappers that parse, call the library and save."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+DEMO_EXAMPLE_ID = "5a77ec115542992a6e59dff7"
+
+
+def _read_context(path: str, unit: str):
+    """Sources from a text file: paragraphs are separated by blank lines."""
+    from mechrag.sources import as_sources, documents_from_texts, sentences_from_paragraphs
+
+    text = Path(path).read_text(encoding="utf-8")
+    if not text.strip():
+        raise ValueError(f"context file {path} is empty")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    if unit == "document":
+        return as_sources(documents_from_texts(paragraphs))
+    return as_sources(sentences_from_paragraphs([(None, p) for p in paragraphs]))
+
+
+def save_attribution(attribution, out: str | Path, name: str, highlight=()) -> list[Path]:
+    """Write ``name``.csv/.json and the bar chart (.png/.svg) under ``out``."""
+    from mechrag.outputs import write_text_atomic
+    from mechrag.plots import save_figure
+
+    out = Path(out)
+    figure = attribution.plot(highlight=highlight)
+    written = [
+        write_text_atomic(out / f"{name}.csv", attribution.to_frame().to_csv(index=False)),
+        write_text_atomic(out / f"{name}.json", json.dumps(attribution.to_dict(), indent=1)),
+    ]
+    written += save_figure(figure, out / f"{name}_scores")
+    return written
+
+
+def print_ranking(attribution, k: int, gold=()) -> None:
+    frame = attribution.to_frame().sort_values("rank").head(k)
+    print(f"query:    {attribution.query}")
+    print(f"response: {attribution.response!r}")
+    print(f"method:   {attribution.method} ({attribution.model_calls} model calls)\n")
+    for row in frame.itertuples():
+        marker = "*" if row.source_id in set(gold) else " "
+        text = row.text if len(row.text) <= 90 else row.text[:89] + "…"
+        print(f"{row.rank:>3} {marker} {row.score:9.4f}  {row.source_id:<8} {text}")
+    if gold:
+        print("\n* gold supporting source")
+
+
+def cmd_attribute(args: argparse.Namespace) -> None:
+    sources = _read_context(args.context_file, args.unit)
+    from mechrag import load_model
+    from mechrag.attribution.api import attribute
+
+    model = load_model(args.model)
+    start = time.perf_counter()
+    attribution = attribute(
+        model,
+        args.query,
+        sources,
+        method=args.method,
+        budget=args.budget,
+        response=args.response,
+        max_new_tokens=args.max_new_tokens,
+    )
+    print_ranking(attribution, args.top_k)
+    print(f"\n{time.perf_counter() - start:.1f} s")
+    if args.out:
+        for path in save_attribution(attribution, args.out, f"attribution_{args.method}"):
+            print(f"wrote {path}")
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    from mechrag import arc_jsd, load_model
+    from mechrag.data import load_hotpotqa
+
+    example = next(e for e in load_hotpotqa(distractors=2) if e.id == DEMO_EXAMPLE_ID)
+    print(
+        f"HotpotQA example {example.id}: gold paragraphs + 2 distractors, "
+        f"{len(example.sources)} sentences; reference answer: {example.answer!r}\n"
+    )
+    model = load_model(args.model)
+    start = time.perf_counter()
+    attribution = arc_jsd(model, example.query, example.sources, max_new_tokens=args.max_new_tokens)
+    print_ranking(attribution, args.top_k, example.gold_ids)
+    top_is_gold = attribution.top(1)[0][0].id in example.gold_ids
+    print(f"\ntop-1 is gold: {top_is_gold}; {time.perf_counter() - start:.1f} s")
+    for path in save_attribution(attribution, args.out, "demo_arc_jsd", example.gold_ids):
+        print(f"wrote {path}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mechrag", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    attribute = commands.add_parser("attribute", help="score the sources of a context file")
+    attribute.add_argument("--query", required=True)
+    attribute.add_argument(
+        "--context-file", required=True, help="text; paragraphs split by blank lines"
+    )
+    attribute.add_argument(
+        "--model", default=None, help="HF id, local folder or .gguf (default: embedded)"
+    )
+    attribute.add_argument("--method", default="arc_jsd")
+    attribute.add_argument("--unit", choices=("sentence", "document"), default="sentence")
+    attribute.add_argument(
+        "--budget", type=int, default=None, help="value calls for sampling methods"
+    )
+    attribute.add_argument(
+        "--response", default=None, help="response to explain (default: generate)"
+    )
+    attribute.add_argument("--max-new-tokens", type=int, default=64)
+    attribute.add_argument("--top-k", type=int, default=10)
+    attribute.add_argument("--out", default=None, help="folder for the table, JSON and bar chart")
+    attribute.set_defaults(handler=cmd_attribute)
+
+    demo = commands.add_parser("demo", help="ARC-JSD on a shipped HotpotQA example")
+    demo.add_argument("--model", default=None)
+    demo.add_argument("--max-new-tokens", type=int, default=32)
+    demo.add_argument("--top-k", type=int, default=10)
+    demo.add_argument("--out", default="outputs/demo")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except (ValueError, TypeError, FileNotFoundError, ModuleNotFoundError) as error:
+        print(f"mechrag: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Batched ARC-JSD equals a plain per-ablation loop; bad input fails clearly."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from mechrag import Engine, arc_jsd
+from mechrag.generation import generate_response
+
+QUERY = "Where did Alice go?"
+SENTENCES = [
+    "Alice went to the market.",
+    "Bob stayed home all day.",
+    "The market sells fresh fish.",
+    "Carol painted the fence.",
+]
+RESPONSE = "To the market."
+
+
+def naive_arc_jsd(model, query, sentences, response):
+    """One unpadded forward pass per ablation, prompt rendered by hand, JSD by scipy."""
+    tokenizer = model.tokenizer
+    response_ids = tokenizer(response, add_special_tokens=False).input_ids
+    n_response = len(response_ids)
+
+    def response_distributions(kept):
+        user = f"Context: {' '.join(kept)}\n\nQuery: {query}"
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True
+        )
+        ids = tokenizer(prompt, add_special_tokens=False).input_ids + response_ids
+        with torch.no_grad():
+            logits = model(torch.tensor([ids[:-1]]))[0, -n_response:]
+        return logits.double().softmax(-1).numpy()
+
+    full = response_distributions(sentences)
+    scores = np.zeros((len(sentences), n_response))
+    for i in range(len(sentences)):
+        ablated = response_distributions(sentences[:i] + sentences[i + 1 :])
+        scores[i] = jensenshannon(full, ablated, axis=-1) ** 2
+    return scores
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_batched_equals_naive_loop_for_several_batch_sizes(family, tiny_llama, tiny_gpt2):
+    model = tiny_llama if family == "llama" else tiny_gpt2
+    expected = naive_arc_jsd(model, QUERY, SENTENCES, RESPONSE)
+    assert expected.shape[1] > 1 and expected.sum() > 0.1  # a real signal to compare
+    for max_batch_tokens in (1, 300, 10_000):  # batches of 1, 2 and all rows
+        engine = Engine(model, max_batch_tokens=max_batch_tokens, progress=False)
+        result = arc_jsd(model, QUERY, SENTENCES, response=RESPONSE, engine=engine)
+        np.testing.assert_allclose(result.token_scores, expected, atol=1e-5)
+        np.testing.assert_allclose(result.scores, expected.sum(1), atol=1e-5)
+        assert result.model_calls == len(SENTENCES) + 1
+
+
+def test_logits_budget_splits_batches_without_changing_scores(tiny_llama):
+    small = Engine(tiny_llama, max_logit_elements=1, progress=False)
+    large = Engine(tiny_llama, progress=False)
+    a = arc_jsd(tiny_llama, QUERY, SENTENCES, response=RESPONSE, engine=small)
+    b = arc_jsd(tiny_llama, QUERY, SENTENCES, response=RESPONSE, engine=large)
+    np.testing.assert_allclose(a.token_scores, b.token_scores, atol=1e-5)
+    assert small.forward_passes == len(SENTENCES) + 1
+    assert large.forward_passes == 2
+
+
+def test_context_string_is_split_into_sentences(tiny_llama):
+    result = arc_jsd(tiny_llama, QUERY, " ".join(SENTENCES), response=RESPONSE)
+    assert [s.text for s in result.sources] == SENTENCES
+    assert 0 <= result.token_scores.min() and result.token_scores.max() <= np.log(2) + 1e-6
+
+
+def test_generated_response_matches_uncached_greedy_decoding(tiny_llama):
+    from mechrag.prompts import PromptBuilder
+    from mechrag.sources import as_sources
+
+    builder = PromptBuilder(tiny_llama.tokenizer, QUERY, as_sources(SENTENCES))
+    generated = generate_response(tiny_llama, builder, max_new_tokens=6)
+    ids = builder.ids()
+    expected = []
+    with torch.no_grad():
+        for _ in range(len(generated)):
+            token = int(tiny_llama(torch.tensor([ids + expected]))[0, -1].argmax())
+            expected.append(token)
+    assert generated == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "sources", "response", "error", "message"),
+    [
+        (QUERY, "", RESPONSE, ValueError, "context is empty"),
+        (QUERY, "   \n ", RESPONSE, ValueError, "context is empty"),
+        (QUERY, ["Only one sentence."], RESPONSE, ValueError, "at least 2"),
+        ("  ", SENTENCES, RESPONSE, ValueError, "query is empty"),
+        (42, SENTENCES, RESPONSE, TypeError, "query must be a string"),
+        (QUERY, [1, 2], RESPONSE, TypeError, "sources must all be strings"),
+        (QUERY, 7, RESPONSE, TypeError, "sources must be"),
+        (QUERY, ["A.", " "], RESPONSE, ValueError, "empty text"),
+        (QUERY, SENTENCES, "", ValueError, "response is empty"),
+        (QUERY, SENTENCES, [], ValueError, "response is empty"),
+        (QUERY, ["word " * 300, "more " * 200], RESPONSE, ValueError, "longer than the model"),
+    ],
+)
+def test_bad_input_is_rejected_clearly(tiny_llama, query, sources, response, error, message):
+    with pytest.raises(error, match=message):
+        arc_jsd(tiny_llama, query, sources, response=response)

@@ -1,0 +1,43 @@
+"""Dataset readers on the shipped samples."""
+
+import pytest
+
+from mechrag.data import load_examples, load_hotpotqa, load_musique, load_squad
+
+
+def test_hotpotqa_gold_sentences_point_at_supporting_facts():
+    examples = load_hotpotqa(n=5)
+    assert len(examples) == 5
+    for example in examples:
+        assert len({s.paragraph for s in example.sources}) == 10
+        assert example.gold_ids and set(example.gold_ids) <= {s.id for s in example.sources}
+    first = examples[0]
+    gold_titles = {s.title for s in first.sources if s.id in first.gold_ids}
+    assert gold_titles == {"Alû", "Lilu (mythology)"}
+
+
+def test_hotpotqa_distractor_selection_keeps_gold_and_is_seeded():
+    a = load_hotpotqa(n=10, distractors=2, seed=1)
+    b = load_hotpotqa(n=10, distractors=2, seed=1)
+    for x, y in zip(a, b):
+        paragraphs = {s.paragraph for s in x.sources}
+        assert len(paragraphs) == 4
+        assert [s.id for s in x.sources] == [s.id for s in y.sources]
+        assert set(x.gold_ids) <= {s.id for s in x.sources}
+
+
+def test_document_unit_and_musique_and_squad():
+    docs = load_hotpotqa(n=3, unit="document", distractors=3)[0]
+    assert len(docs.sources) == 5 and len(docs.gold_ids) == 2
+    musique = load_musique(n=3, distractors=2)
+    assert all(len(e.sources) == len(e.gold_ids) + 2 for e in musique)
+    squad = load_squad(n=4)
+    assert squad[0].answer == "France" and squad[0].gold_ids == ["p0s0"]
+    assert load_examples("squad", n=2)[1].id == squad[1].id
+
+
+def test_unknown_dataset_and_unit_are_rejected():
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_examples("nq")
+    with pytest.raises(ValueError, match="unit"):
+        load_hotpotqa(n=1, unit="token")

@@ -1,0 +1,103 @@
+"""JSD, KL and TV against scipy and brute-force numpy, including exact zeros."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from scipy.spatial.distance import jensenshannon
+from scipy.special import rel_entr
+
+from mechrag import jsd, kl, total_variation
+
+
+def random_distributions(rng, shape, zero_fraction=0.3):
+    p = rng.random(shape)
+    p[rng.random(shape) < zero_fraction] = 0.0
+    p[..., 0] += 1e-3  # never all-zero
+    return p / p.sum(-1, keepdims=True)
+
+
+def log(p):
+    with np.errstate(divide="ignore"):
+        return np.log(p)
+
+
+def test_jsd_matches_scipy_with_exact_zeros():
+    rng = np.random.default_rng(0)
+    p, q = random_distributions(rng, (50, 40)), random_distributions(rng, (50, 40))
+    ours = jsd(torch.tensor(log(p)), torch.tensor(log(q))).numpy()
+    reference = jensenshannon(p, q, axis=-1) ** 2  # natural log by default
+    np.testing.assert_allclose(ours, reference, atol=1e-10)
+
+
+def test_jsd_is_not_the_reversed_kl_variant():
+    """The published ARC-JSD code used KL(M||P); that gives a different number."""
+    p = np.array([0.9, 0.1, 0.0])
+    q = np.array([0.1, 0.1, 0.8])
+    m = (p + q) / 2
+    reversed_variant = 0.5 * (rel_entr(m, p).sum() + rel_entr(m, q).sum())
+    ours = float(jsd(log(p), log(q)))
+    assert ours == pytest.approx(jensenshannon(p, q) ** 2, abs=1e-12)
+    assert not math.isclose(ours, reversed_variant, rel_tol=1e-3)
+
+
+def test_disjoint_supports_reach_ln2_and_identical_give_zero():
+    p = torch.tensor([0.0, 0.0, 1.0]).log()
+    q = torch.tensor([0.5, 0.5, 0.0]).log()
+    assert float(jsd(p, q)) == pytest.approx(math.log(2), abs=1e-6)
+    assert float(jsd(p, p)) == 0.0
+
+
+def test_neg_inf_logits_give_no_nan_in_float32():
+    logits = torch.tensor([[0.0, -float("inf"), 2.0], [-float("inf"), -float("inf"), 0.0]])
+    logp = logits.log_softmax(-1)
+    value = jsd(logp, logp.flip(0))
+    assert value.dtype == torch.float32
+    assert torch.isfinite(value).all()
+    assert float(value[0]) == pytest.approx(
+        jensenshannon(logp[0].exp(), logp[1].exp()) ** 2, abs=1e-6
+    )
+
+
+def test_broadcasting_reference_against_batch():
+    rng = np.random.default_rng(1)
+    ref = torch.tensor(log(random_distributions(rng, (1, 7, 11))))
+    batch = torch.tensor(log(random_distributions(rng, (5, 7, 11))))
+    assert jsd(ref, batch).shape == (5, 7)
+    np.testing.assert_allclose(jsd(ref, batch)[2], jsd(ref[0], batch[2]), atol=1e-12)
+
+
+def test_kl_and_total_variation_match_brute_force():
+    rng = np.random.default_rng(2)
+    p, q = random_distributions(rng, (20, 9), 0.0), random_distributions(rng, (20, 9), 0.3)
+    np.testing.assert_allclose(kl(log(p), log(q)), rel_entr(p, q).sum(-1), atol=1e-10)
+    np.testing.assert_allclose(
+        total_variation(log(p), log(q)), 0.5 * np.abs(p - q).sum(-1), atol=1e-12
+    )
+    assert np.isinf(kl(log(p), log(q))).any()  # q has zeros where p has mass
+
+
+probability_vectors = (
+    arrays(np.float64, st.integers(2, 12), elements=st.floats(0, 1, allow_nan=False))
+    .filter(lambda a: a.sum() > 1e-6)
+    .map(lambda a: a / a.sum())
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(probability_vectors, st.data())
+def test_jsd_properties(p, data):
+    q = data.draw(
+        arrays(np.float64, p.shape, elements=st.floats(0, 1, allow_nan=False)).filter(
+            lambda a: a.sum() > 1e-6
+        )
+    )
+    q = q / q.sum()
+    value = float(jsd(log(p), log(q)))
+    assert 0.0 <= value <= math.log(2)
+    assert value == pytest.approx(float(jsd(log(q), log(p))), abs=1e-12)
+    assert value == pytest.approx(jensenshannon(p, q) ** 2, abs=1e-9)
