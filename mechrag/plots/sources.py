@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import textwrap
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Patch
+
+HIGHLIGHT = "#d1495b"
 
 
 def _label(source, width: int = 60) -> str:
@@ -28,8 +32,16 @@ def plot_source_scores(attribution, k: int | None = 15, ax=None, highlight=(), c
     order = attribution.ranking[: k or None]
     fig, ax = _figure(ax, (7.0, 0.32 * len(order) + 1.2))
     labels = [_label(attribution.sources[i]) for i in order]
-    colors = ["#d1495b" if attribution.sources[i].id in set(highlight) else color for i in order]
-    ax.barh(np.arange(len(order)), attribution.scores[order], color=colors)
+    marked = [attribution.sources[i].id in set(highlight) for i in order]
+    ax.barh(
+        np.arange(len(order)),
+        attribution.scores[order],
+        color=[HIGHLIGHT if m else color for m in marked],
+    )
+    if any(marked):
+        ax.legend(
+            handles=[Patch(color=HIGHLIGHT, label="gold source")], frameon=False, loc="lower right"
+        )
     ax.set_yticks(np.arange(len(order)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"{attribution.method} score")
@@ -62,6 +74,8 @@ def save_figure(fig, path: str | Path, formats=("png", "svg")) -> list[Path]:
     written = []
     for suffix in formats:
         target = path.with_suffix(f".{suffix}")
-        fig.savefig(target, dpi=200, bbox_inches="tight")
+        with warnings.catch_warnings():  # sources in other scripts lack glyphs in DejaVu
+            warnings.filterwarnings("ignore", message="Glyph .* missing from font")
+            fig.savefig(target, dpi=200, bbox_inches="tight")
         written.append(target)
     return written

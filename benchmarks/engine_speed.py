@@ -1,0 +1,84 @@
+"""Benchmark: the batched engine against a naive one-forward-per-ablation ARC-JSD loop.
+
+Both compute the same sentence-level ARC-JSD scores on the same HotpotQA examples and the same
+teacher-forced responses, in one process with a fixed thread count, alternating which goes
+first. The naive loop is how ARC-JSD is usually written: one unpadded sequence per forward pass,
+full-vocabulary logits at every position, then the response slice. Prints seconds and the ratio.
+
+    python benchmarks/engine_speed.py --n 3 --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from mechrag import Engine, arc_jsd, load_model
+from mechrag.attribution.arc_jsd import leave_one_out_masks
+from mechrag.data import load_hotpotqa
+from mechrag.divergences import jsd
+from mechrag.generation import resolve_response
+from mechrag.prompts import PromptBuilder
+
+
+@torch.no_grad()
+def naive_arc_jsd(model, builder: PromptBuilder, response_ids: list[int]) -> np.ndarray:
+    """Per-source summed JSD, one unbatched full-logits forward pass per prompt."""
+    n_response = len(response_ids)
+
+    def distributions(mask):
+        ids = torch.tensor([builder.ids(mask) + response_ids[:-1]])
+        logits = model(ids)  # [1, pos, vocab]: every position projected to the vocabulary
+        return logits[0].float().log_softmax(-1)[-n_response:]
+
+    full = distributions(builder.full_mask())
+    masks = leave_one_out_masks(builder.n_sources)
+    return np.array([float(jsd(full, distributions(mask)).sum()) for mask in masks])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=3, help="HotpotQA examples")
+    parser.add_argument("--distractors", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--response-tokens", type=int, default=24)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    model = load_model(device="cpu")
+    cases = []
+    for example in load_hotpotqa(n=args.n, distractors=args.distractors):
+        builder = PromptBuilder(model.tokenizer, example.query, example.sources)
+        cases.append((example, resolve_response(model, builder, None, args.response_tokens)))
+
+    timings = {"engine": 0.0, "naive": 0.0}
+    for repeat in range(args.repeats):
+        for example, response_ids in cases:
+            order = ("engine", "naive") if repeat % 2 == 0 else ("naive", "engine")
+            for name in order:
+                start = time.perf_counter()
+                if name == "engine":
+                    engine = Engine(model, progress=False)
+                    scores = arc_jsd(
+                        model, example.query, example.sources, response_ids, engine=engine
+                    ).scores
+                else:
+                    builder = PromptBuilder(model.tokenizer, example.query, example.sources)
+                    reference = naive_arc_jsd(model, builder, response_ids)
+                timings[name] += time.perf_counter() - start
+            np.testing.assert_allclose(scores, reference, atol=1e-3)
+    sources = sum(len(e.sources) for e, _ in cases)
+    print(
+        f"threads={args.threads}  examples={len(cases)}  sources={sources}  "
+        f"response tokens={args.response_tokens}  repeats={args.repeats}"
+    )
+    for name, seconds in timings.items():
+        print(f"{name:>7}: {seconds:8.1f} s")
+    print(f"speed-up (naive / engine): {timings['naive'] / timings['engine']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
