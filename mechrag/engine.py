@@ -1,22 +1,31 @@
 """The scoring engine: the one place mechrag runs the model to score a fixed response.
 
 Given a prompt builder, a teacher-forced response and a batch of boolean source masks, the engine
-renders each subset prompt, left-pads the batch (attention mask and mask-derived positions), runs
-the model once per batch and returns log-probabilities **only at response positions**: the model
-is asked for the last ``T`` logits (``logits_to_keep``), so the vocabulary projection is never
-computed for prompt positions. Batches are sized to a token budget and a logits budget. Any hooks
-active on the model (ablations, gating) apply, which is how component methods reuse the engine.
+renders each subset prompt, runs the model over batches and returns log-probabilities **only at
+response positions**: the model is asked for the last ``T`` logits (``logits_to_keep``), so the
+vocabulary projection never touches prompt positions.
+
+Prefix reuse: every subset prompt starts with the tokens of the full prompt up to its first
+removed source (system prompt, template, earlier sources). The engine runs the full prompt once
+with a key-value cache, extending it batch by batch, and each batch computes only its rows'
+suffixes on top of a copy of that cache. Rows are grouped so that little is recomputed, and the
+padding sits between the shared prefix and each suffix (masked, with mask-derived positions), so
+every row sees exactly the positions it would alone. Batches respect a token budget and a logits
+budget. Hooks active on the model (ablations, gating) apply to every pass, prefix included.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 from jaxtyping import Bool, Float, Int
 from tqdm.auto import tqdm
 
+from mechrag.compat import patch_kv_cache_argument
 from mechrag.prompts import PromptBuilder
 
 MaskBatch = Bool[torch.Tensor, "n_masks n_sources"]
@@ -29,12 +38,33 @@ def keep_all(logprobs: ResponseLogprobs, masks: MaskBatch) -> ResponseLogprobs:
     return logprobs
 
 
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    length = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        length += 1
+    return length
+
+
+@dataclass
+class Batch:
+    """Rows run in one forward pass on top of the first ``prefix`` tokens of the full prompt."""
+
+    prefix: int
+    rows: list[int]
+    width: int  # longest suffix in the batch
+
+
 class Engine:
     """Runs ``model`` over batches of source subsets with one teacher-forced response.
 
-    ``max_batch_tokens`` bounds padded tokens per forward pass; ``max_logit_elements`` bounds the
-    ``batch * T * vocab`` response logits held at once. ``progress=None`` shows a bar only on a
-    terminal and only when there is more than one batch.
+    ``max_batch_tokens`` bounds ``rows * (prefix + suffix)`` tokens per forward pass;
+    ``max_logit_elements`` bounds the ``rows * T * vocab`` response logits held at once.
+    ``reuse_prefix`` shares the full prompt's key-value cache (see the module docstring).
+    ``batch_overhead_tokens`` is what one more forward pass costs, in tokens: a row joins a batch
+    when the tokens it makes the batch recompute are fewer (default: 32 on CPU, 1024 on GPU).
+    ``progress=None`` shows a bar only on a terminal and only when there is more than one batch.
     """
 
     def __init__(
@@ -43,15 +73,23 @@ class Engine:
         *,
         max_batch_tokens: int = 8192,
         max_logit_elements: int = 1 << 26,
+        reuse_prefix: bool = True,
+        batch_overhead_tokens: int | None = None,
         progress: bool | None = None,
     ) -> None:
         if max_batch_tokens < 1 or max_logit_elements < 1:
             raise ValueError("batch budgets must be positive")
+        patch_kv_cache_argument()
         self.model = model
         self.max_batch_tokens = max_batch_tokens
         self.max_logit_elements = max_logit_elements
+        self.reuse_prefix = reuse_prefix
+        if batch_overhead_tokens is None:
+            batch_overhead_tokens = 32 if self.device.type == "cpu" else 1024
+        self.batch_overhead_tokens = batch_overhead_tokens
         self.progress = progress
         self.forward_passes = 0
+        self.tokens_processed = 0  # padded input tokens over all passes (cached ones excluded)
         hf_forward = inspect.signature(model.original_model.forward).parameters
         self._keeps_logits = "logits_to_keep" in hf_forward
 
@@ -85,45 +123,75 @@ class Engine:
             )
         return sequences
 
-    def _batches(self, lengths: list[int], n_response: int) -> list[list[int]]:
-        """Group mask indices (longest first, to limit padding) under both budgets."""
+    def plan(self, sequences: list[list[int]], prefixes: list[int], n_response: int) -> list[Batch]:
+        """Group rows into batches, in order of increasing shared prefix.
+
+        Rows are visited from the longest prefix down; a row joins the current batch when the
+        extra tokens this costs (existing rows recomputing down to its prefix, and padding) are
+        at most ``batch_overhead_tokens``, and both budgets still hold.
+        """
         vocab = int(self.model.cfg.d_vocab)
-        per_logits = max(1, self.max_logit_elements // (n_response * vocab))
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-        batches, current = [], []
-        for index in order:
-            width = lengths[current[0]] if current else lengths[index]
-            if current and (
-                (len(current) + 1) * width > self.max_batch_tokens or len(current) >= per_logits
-            ):
-                batches.append(current)
-                current = []
-            current.append(index)
-        if current:
-            batches.append(current)
-        return batches
+        max_rows = max(1, self.max_logit_elements // (n_response * vocab))
+        order = sorted(range(len(sequences)), key=lambda i: (-prefixes[i], -len(sequences[i])))
+        batches: list[Batch] = []
+        for row in order:
+            prefix, suffix = prefixes[row], len(sequences[row]) - prefixes[row]
+            current = batches[-1] if batches else None
+            if current is not None:
+                width = max(current.width + current.prefix - prefix, suffix)
+                rows = len(current.rows) + 1
+                extra = rows * width - len(current.rows) * current.width - suffix
+                fits = rows * (prefix + width) <= self.max_batch_tokens and rows <= max_rows
+                if fits and extra <= self.batch_overhead_tokens:
+                    current.prefix, current.width = prefix, width
+                    current.rows.append(row)
+                    continue
+            batches.append(Batch(prefix, [row], suffix))
+        return sorted(batches, key=lambda b: b.prefix)
 
     def batch_inputs(
-        self, sequences: list[list[int]]
-    ) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, "batch pos"]]:
-        """Left-padded token ids and attention mask on the model's device.
+        self, sequences: list[list[int]], prefix: int = 0
+    ) -> tuple[Int[torch.Tensor, "batch pos"], Int[torch.Tensor, "batch prefix_and_pos"]]:
+        """Left-padded token ids and their attention mask, on the model's device.
 
-        Left padding puts every response at the same (last) positions of the batch; the bridge
-        derives position ids from the mask, so each row sees the positions it would alone.
+        The mask also covers ``prefix`` cached tokens before the ids. Left padding puts every
+        response at the same (last) positions; the bridge derives position ids from the mask,
+        so each row sees the positions it would alone.
         """
         width = max(len(s) for s in sequences)
         ids = torch.full((len(sequences), width), self._pad_id(), dtype=torch.long)
-        attention = torch.zeros((len(sequences), width), dtype=torch.long)
+        attention = torch.zeros((len(sequences), prefix + width), dtype=torch.long)
+        attention[:, :prefix] = 1
         for row, seq in enumerate(sequences):
             ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-            attention[row, width - len(seq) :] = 1
+            attention[row, prefix + width - len(seq) :] = 1
         return ids.to(self.device), attention.to(self.device)
 
-    def _forward(self, sequences: list[list[int]], n_response: int) -> ResponseLogprobs:
-        ids, attention = self.batch_inputs(sequences)
+    def _extend_cache(self, cache, tokens: list[int], cached: int):
+        """Run ``tokens`` after ``cached`` cached tokens of the full prompt; return the cache."""
+        ids = torch.tensor([tokens], device=self.device)
+        attention = torch.ones((1, cached + len(tokens)), dtype=torch.long, device=self.device)
+        kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
+        _, cache = self.model(
+            ids,
+            attention_mask=attention,
+            past_key_values=cache,
+            return_type="logits_and_cache",
+            **kwargs,
+        )
+        self.forward_passes += 1
+        self.tokens_processed += ids.numel()
+        return cache
+
+    def _forward(self, suffixes: list[list[int]], n_response: int, prefix: int, cache):
+        ids, attention = self.batch_inputs(suffixes, prefix)
         kwargs = {"logits_to_keep": n_response} if self._keeps_logits else {}
+        if prefix:
+            kwargs["past_key_values"] = copy.deepcopy(cache)
+            kwargs["past_key_values"].batch_repeat_interleave(len(suffixes))
         logits = self.model(ids, attention_mask=attention, **kwargs)
         self.forward_passes += 1
+        self.tokens_processed += ids.numel()
         return logits[:, -n_response:].float().log_softmax(-1)
 
     @torch.inference_mode()
@@ -143,17 +211,27 @@ class Engine:
             )
         sequences = self.sequences(builder, response_ids, masks)
         n_response = len(response_ids)
-        batches = self._batches([len(s) for s in sequences], n_response)
+        full_prompt = builder.ids(builder.full_mask()) if self.reuse_prefix else []
+        # A row keeps at least its response positions (and one token before) out of the cache.
+        prefixes = [
+            min(common_prefix_length(s, full_prompt), len(s) - n_response) for s in sequences
+        ]
+        batches = self.plan(sequences, prefixes, n_response)
         # tqdm's disable=None means "only on a terminal".
         disable = (not self.progress) if self.progress is not None else (len(batches) == 1 or None)
         results: list[torch.Tensor | None] = [None] * len(sequences)
+        cache, cached = None, 0
         with tqdm(total=len(sequences), desc=desc, disable=disable) as bar:
             for batch in batches:
-                logprobs = self._forward([sequences[i] for i in batch], n_response)
-                reduced = reduce(logprobs, masks[batch].to(logprobs.device)).cpu()
-                for row, index in enumerate(batch):
+                if batch.prefix > cached:
+                    cache = self._extend_cache(cache, full_prompt[cached : batch.prefix], cached)
+                    cached = batch.prefix
+                suffixes = [sequences[i][batch.prefix :] for i in batch.rows]
+                logprobs = self._forward(suffixes, n_response, batch.prefix, cache)
+                reduced = reduce(logprobs, masks[batch.rows].to(logprobs.device)).cpu()
+                for row, index in enumerate(batch.rows):
                     results[index] = reduced[row]
-                bar.update(len(batch))
+                bar.update(len(batch.rows))
         return torch.stack(results)
 
     def token_logprobs(

