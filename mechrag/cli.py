@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from mechrag.attribution.api import ATTRIBUTION_METHODS
+
 DEMO_EXAMPLE_ID = "5a77ec115542992a6e59dff7"
 
 
@@ -94,6 +96,40 @@ def cmd_demo(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
+
+
+def cmd_localize(args: argparse.Namespace) -> None:
+    from mechrag.outputs import write_text_atomic
+    from mechrag.plots import save_figure
+
+    sources = _read_context(args.context_file, "sentence")
+    from mechrag import load_model
+    from mechrag.mechanism import localize
+
+    model = load_model(args.model)
+    result = localize(
+        model,
+        args.query,
+        sources,
+        source=args.source,
+        response=args.response,
+        max_new_tokens=args.max_new_tokens,
+    )
+    print(f"response: {result.response!r}\nremoved source: {result.source_id}")
+    if result.gains is not None:
+        rho, p = result.spearman()
+        print(f"Spearman rho (JSD vs semantic gain) = {rho:.3f} (p = {p:.2g})")
+    print(result.to_frame().sort_values("rank").head(args.top_k).to_string(index=False))
+    if args.out:
+        out = Path(args.out)
+        figures = {name: getattr(result, name)() for name in COMPONENT_PLOTS}
+        for name, figure in figures.items():
+            save_figure(figure, out / f"components_{name.removeprefix('plot_')}")
+        write_text_atomic(out / "components.json", json.dumps(result.to_dict()))
+        print(f"wrote plots and components.json to {out}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mechrag", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -106,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     attribute.add_argument(
         "--model", default=None, help="HF id, local folder or .gguf (default: embedded)"
     )
-    attribute.add_argument("--method", default="arc_jsd")
+    attribute.add_argument("--method", default="arc_jsd", choices=ATTRIBUTION_METHODS)
     attribute.add_argument("--unit", choices=("sentence", "document"), default="sentence")
     attribute.add_argument(
         "--budget", type=int, default=None, help="value calls for sampling methods"
@@ -118,6 +154,21 @@ def build_parser() -> argparse.ArgumentParser:
     attribute.add_argument("--top-k", type=int, default=10)
     attribute.add_argument("--out", default=None, help="folder for the table, JSON and bar chart")
     attribute.set_defaults(handler=cmd_attribute)
+
+    localize = commands.add_parser(
+        "localize", help="score attention heads and MLPs by logit-lens JSD when a source is removed"
+    )
+    localize.add_argument("--query", required=True)
+    localize.add_argument("--context-file", required=True, help="paragraphs split by blank lines")
+    localize.add_argument("--source", default=None, help="source id to remove (default: top one)")
+    localize.add_argument(
+        "--response", default=None, help="response to explain (default: generate)"
+    )
+    localize.add_argument("--model", default=None)
+    localize.add_argument("--max-new-tokens", type=int, default=32)
+    localize.add_argument("--top-k", type=int, default=10)
+    localize.add_argument("--out", default=None, help="folder for the plots and JSON")
+    localize.set_defaults(handler=cmd_localize)
 
     demo = commands.add_parser("demo", help="ARC-JSD on a shipped HotpotQA example")
     demo.add_argument("--model", default=None)

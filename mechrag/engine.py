@@ -38,6 +38,12 @@ def keep_all(logprobs: ResponseLogprobs, masks: MaskBatch) -> ResponseLogprobs:
     return logprobs
 
 
+def logits_to_keep(model, n_positions: int) -> dict:
+    """Forward kwargs asking the Hugging Face head for only the last ``n_positions`` logits."""
+    accepted = inspect.signature(model.original_model.forward).parameters
+    return {"logits_to_keep": n_positions} if "logits_to_keep" in accepted else {}
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     length = 0
     for x, y in zip(a, b):
@@ -90,8 +96,6 @@ class Engine:
         self.progress = progress
         self.forward_passes = 0
         self.tokens_processed = 0  # padded input tokens over all passes (cached ones excluded)
-        hf_forward = inspect.signature(model.original_model.forward).parameters
-        self._keeps_logits = "logits_to_keep" in hf_forward
 
     @property
     def device(self) -> torch.device:
@@ -171,7 +175,7 @@ class Engine:
         """Run ``tokens`` after ``cached`` cached tokens of the full prompt; return the cache."""
         ids = torch.tensor([tokens], device=self.device)
         attention = torch.ones((1, cached + len(tokens)), dtype=torch.long, device=self.device)
-        kwargs = {"logits_to_keep": 1} if self._keeps_logits else {}
+        kwargs = logits_to_keep(self.model, 1)
         _, cache = self.model(
             ids,
             attention_mask=attention,
@@ -185,7 +189,7 @@ class Engine:
 
     def _forward(self, suffixes: list[list[int]], n_response: int, prefix: int, cache):
         ids, attention = self.batch_inputs(suffixes, prefix)
-        kwargs = {"logits_to_keep": n_response} if self._keeps_logits else {}
+        kwargs = logits_to_keep(self.model, n_response)
         if prefix:
             kwargs["past_key_values"] = copy.deepcopy(cache)
             kwargs["past_key_values"].batch_repeat_interleave(len(suffixes))

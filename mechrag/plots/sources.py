@@ -18,7 +18,8 @@ def _label(source, width: int = 60) -> str:
     return f"{source.id}: {text}"
 
 
-def _figure(ax, size):
+def figure_and_axes(ax, size):
+    """``ax``'s figure, or a new constrained-layout figure of ``size`` inches."""
     if ax is not None:
         return ax.figure, ax
     return plt.subplots(figsize=size, layout="constrained")
@@ -30,7 +31,7 @@ def plot_source_scores(attribution, k: int | None = 15, ax=None, highlight=(), c
     ``highlight``: source ids to draw in a contrasting colour (e.g. gold supporting facts).
     """
     order = attribution.ranking[: k or None]
-    fig, ax = _figure(ax, (7.0, 0.32 * len(order) + 1.2))
+    fig, ax = figure_and_axes(ax, (7.0, 0.32 * len(order) + 1.2))
     labels = [_label(attribution.sources[i]) for i in order]
     marked = [attribution.sources[i].id in set(highlight) for i in order]
     ax.barh(
@@ -56,7 +57,7 @@ def plot_token_scores(attribution, k: int | None = 10, ax=None, cmap="viridis"):
         raise ValueError(f"{attribution.method} has no per-token scores to plot")
     order = attribution.ranking[: k or None]
     tokens = attribution.response_tokens
-    fig, ax = _figure(ax, (max(5.0, 0.3 * len(tokens) + 3), 0.35 * len(order) + 1.5))
+    fig, ax = figure_and_axes(ax, (max(5.0, 0.3 * len(tokens) + 3), 0.35 * len(order) + 1.5))
     image = ax.imshow(attribution.token_scores[order], aspect="auto", cmap=cmap)
     ax.set_yticks(
         np.arange(len(order)), [_label(attribution.sources[i], 40) for i in order], fontsize=7

@@ -1,0 +1,132 @@
+"""Side by side: the ``context-cite`` package, our ContextCite surrogate and ARC-JSD.
+
+Same examples (seeded scenarios), same model weights (the embedded SmolLM2 as a plain HF model),
+same prompt (chat template over ``Context: ...\\n\\nQuery: ...``), same sources and the same
+response. ``context-cite`` is an optional dependency with heavy requirements (scikit-learn,
+spacy, nltk, datasets), so run this from a separate environment that also sees mechrag::
+
+    python -m venv /work/ccvenv   # plus a .pth file pointing at mechrag's site-packages
+    /work/ccvenv/bin/pip install context-cite==0.0.4 scikit-learn nltk spacy datasets
+    PYTHONPATH=. /work/ccvenv/bin/python experiments/contextcite_side_by_side.py --cases 1
+
+Compatibility notes for context-cite 0.0.4 with transformers 5: its sentence splitter needs
+nltk's punkt data (a download, unavailable offline), so sources come from our own partitioner;
+the response is set on the citer instead of being regenerated, so all methods explain the same
+tokens; ``as_dataframe=True`` is not used (it breaks on pandas 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from mechrag.attribution.api import attribute_task
+from mechrag.attribution.context import AttributionTask
+from mechrag.metrics import pearson
+from mechrag.models import converted_gguf_dir, embedded_gguf_path, load_model
+from mechrag.prompts import DEFAULT_TEMPLATE, render_context
+from mechrag.scenarios import make_scenarios
+
+
+def package_scores(hf_model, tokenizer, case, response: str, ablations: int, seed: int):
+    """Scores from ``context_cite.ContextCiter`` on our sources and response."""
+    from context_cite import ContextCiter
+    from context_cite.context_partitioner import BaseContextPartitioner
+
+    class DocumentPartitioner(BaseContextPartitioner):
+        """Our documents as the package's sources, rendered exactly as mechrag renders them."""
+
+        def __init__(self, sources):
+            self.items = list(sources)
+            super().__init__(render_context(self.items))
+
+        @property
+        def num_sources(self) -> int:
+            return len(self.items)
+
+        def split_context(self) -> None:
+            """Already split: one source per document."""
+
+        def get_source(self, index: int) -> str:
+            return self.items[index].text
+
+        def get_context(self, mask=None) -> str:
+            kept = self.items if mask is None else [s for s, k in zip(self.items, mask) if k]
+            return render_context(kept)
+
+    partitioner = DocumentPartitioner(case.sources)
+    citer = ContextCiter(
+        hf_model,
+        tokenizer,
+        partitioner.context,
+        case.query,
+        num_ablations=ablations,
+        batch_size=1,
+        prompt_template=DEFAULT_TEMPLATE,
+        partitioner=partitioner,
+    )
+    # Explain our response rather than regenerating one: the package reads it from its cache.
+    _, prompt = citer._get_prompt_ids(return_prompt=True)
+    citer._cache["output"] = prompt + response
+    return np.asarray(citer.get_attributions(verbose=False), dtype=float)
+
+
+def timed(function):
+    start = time.perf_counter()
+    value = function()
+    return value, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2, help="scenario cases per kind")
+    parser.add_argument("--documents", type=int, default=6)
+    parser.add_argument("--ablations", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = converted_gguf_dir(embedded_gguf_path())
+    hf_model = AutoModelForCausalLM.from_pretrained(folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    bridge = load_model(device="cpu")
+    agree = {"ours_vs_package": [], "ours_vs_arc_jsd": [], "package_vs_arc_jsd": []}
+    for case in make_scenarios(args.cases, args.seed, args.documents):
+        task = AttributionTask.prepare(bridge, case.query, case.sources, case.response)
+        ours, t_ours = timed(
+            lambda task=task: attribute_task(task, "contextcite", args.ablations, args.seed).scores
+        )
+        arc, t_arc = timed(lambda task=task: attribute_task(task, "arc_jsd").scores)
+        theirs, t_theirs = timed(
+            lambda case=case, response=task.response_text: package_scores(
+                hf_model, tokenizer, case, response, args.ablations, args.seed
+            )
+        )
+        tops = {"ours": ours.argmax(), "package": theirs.argmax(), "arc_jsd": arc.argmax()}
+        agree["ours_vs_package"].append(tops["ours"] == tops["package"])
+        agree["ours_vs_arc_jsd"].append(tops["ours"] == tops["arc_jsd"])
+        agree["package_vs_arc_jsd"].append(tops["package"] == tops["arc_jsd"])
+        keys = [case.sources[i].id for i in case.key_positions]
+        print(f"\n{case.id}: {case.query!r} -> {task.response_text!r} (keys {keys})")
+        for name, scores, seconds in (
+            ("ours (contextcite)", ours, t_ours),
+            ("context-cite pkg", theirs, t_theirs),
+            ("arc_jsd", arc, t_arc),
+        ):
+            print(
+                f"  {name:19s} {seconds:6.1f}s  top={case.sources[scores.argmax()].id:6s} "
+                + " ".join(f"{v:+.3f}" for v in scores)
+            )
+        print(f"  pearson ours vs package: {pearson(ours, theirs):.3f}")
+    print("\ntop-1 agreement over", len(agree["ours_vs_package"]), "cases:")
+    for name, hits in agree.items():
+        print(f"  {name}: {np.mean(hits):.2f}")
+
+
+if __name__ == "__main__":
+    main()

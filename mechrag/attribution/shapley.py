@@ -1,0 +1,295 @@
+"""Shapley-family estimators over any value function on coalitions of players.
+
+``value_fn(masks: bool[m, n]) -> float[m]`` (or ``float[m, T]`` for per-token games, estimated
+column by column). Every estimator is seeded, evaluates each coalition at most once and never
+more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``):
+
+- ``exact``: all ``2^n`` coalitions, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``;
+- ``loo``: ``v(N) - v(N \\ i)``;
+- ``kernel_shap``: Lundberg & Lee's weighted least squares with the Shapley kernel and the
+  efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling;
+- ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
+  fits on random halves of its pairs, averaged;
+- ``tmc``: truncated Monte-Carlo permutation sampling (Ghorbani & Zou, 2019);
+- ``beta``: Beta(alpha, beta)-Shapley (Kwon & Zou, 2022), permutation sampling reweighted by
+  coalition size;
+- ``contextcite``: the ContextCite LASSO surrogate (see :mod:`mechrag.attribution.contextcite`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from jaxtyping import Float
+from scipy.special import betaln, comb
+
+from mechrag.attribution.contextcite import contextcite_surrogate
+from mechrag.attribution.sampling import (
+    BudgetExhausted,
+    Masks,
+    Oracle,
+    ValueFn,
+    all_masks,
+    default_budget,
+    sample_kernel_coalitions,
+    shapley_kernel,
+)
+
+Estimate = Float[np.ndarray, " n_players"]  # or [n_players, T] for per-token games
+
+
+def _budget(budget: int | None, n_players: int) -> int:
+    if budget is None:
+        return default_budget(n_players)
+    if int(budget) != budget or budget < 2:
+        raise ValueError(f"budget must be an integer >= 2 (value calls), got {budget!r}")
+    return int(budget)
+
+
+def _endpoints(oracle: Oracle) -> tuple[np.ndarray, np.ndarray]:
+    """``v(empty)`` and ``v(N)``, each ``[K]``."""
+    n = oracle.n_players
+    empty, full = oracle(np.stack([np.zeros(n, dtype=bool), np.ones(n, dtype=bool)]))
+    return empty, full
+
+
+def _exact_semivalue(value_fn: ValueFn, n_players: int, size_weights: np.ndarray) -> Estimate:
+    """``phi_i = sum_{S not containing i} size_weights[|S|] (v(S + i) - v(S))`` by enumeration."""
+    masks = all_masks(n_players)
+    oracle = Oracle(value_fn, n_players, len(masks))
+    values = oracle(masks)
+    codes = np.arange(len(masks))
+    sizes = masks.sum(1)
+    phi = np.empty((n_players, values.shape[1]))
+    for player in range(n_players):
+        without = codes[(codes >> player) & 1 == 0]
+        gains = values[without | (1 << player)] - values[without]
+        phi[player] = size_weights[sizes[without]] @ gains
+    return oracle.shape(phi)
+
+
+def exact_shapley(value_fn: ValueFn, n_players: int) -> Estimate:
+    """Exact Shapley values from all ``2^n`` coalitions (refuses ``n > 16``)."""
+    sizes = np.arange(n_players)
+    return _exact_semivalue(value_fn, n_players, 1.0 / (n_players * comb(n_players - 1, sizes)))
+
+
+def _beta_coalition_weights(n_players: int, alpha: float, beta: float) -> np.ndarray:
+    """Beta-Shapley weight of one coalition of size ``s`` (not containing the player)."""
+    if alpha <= 0 or beta <= 0:
+        raise ValueError(f"Beta-Shapley needs alpha, beta > 0, got ({alpha}, {beta})")
+    s = np.arange(n_players)
+    return np.exp(betaln(s + beta, n_players - 1 - s + alpha) - betaln(alpha, beta))
+
+
+def exact_beta_shapley(
+    value_fn: ValueFn, n_players: int, alpha: float = 16.0, beta: float = 1.0
+) -> Estimate:
+    """Exact Beta(alpha, beta)-Shapley by enumeration; ``alpha = beta = 1`` is Shapley."""
+    return _exact_semivalue(value_fn, n_players, _beta_coalition_weights(n_players, alpha, beta))
+
+
+def leave_one_out(value_fn: ValueFn, n_players: int) -> Estimate:
+    """``v(N) - v(N without i)`` from ``n + 1`` coalitions."""
+    oracle = Oracle(value_fn, n_players, n_players + 1)
+    full = oracle(np.ones((1, n_players), dtype=bool))[0]
+    return oracle.shape(full - oracle(~np.eye(n_players, dtype=bool)))
+
+
+def _constrained_wls(
+    masks: Masks, weights: np.ndarray, targets: np.ndarray, total: np.ndarray
+) -> np.ndarray:
+    """``argmin sum_k w_k (y_k - z_k . phi)^2`` subject to ``sum phi = total`` (KKT system).
+
+    ``targets`` are ``v(S) - v(empty)``; ``lstsq`` gives the minimum-norm solution when the
+    sample under-determines ``phi``.
+    """
+    n = masks.shape[1]
+    z = masks.astype(float)
+    w = weights / weights.sum() if len(weights) else weights
+    system = np.zeros((n + 1, n + 1))
+    system[:n, :n] = z.T @ (w[:, None] * z)
+    system[:n, n] = system[n, :n] = 1.0
+    rhs = np.vstack([z.T @ (w[:, None] * targets), total[None]])
+    return np.linalg.lstsq(system, rhs, rcond=None)[0][:n]
+
+
+def _kernel_pool(
+    oracle: Oracle, rng: np.random.Generator, paired: bool
+) -> tuple[Masks, np.ndarray, np.ndarray, np.ndarray]:
+    """Non-trivial coalitions with weights, their ``v(S) - v(empty)`` and ``v(N) - v(empty)``.
+
+    With a budget covering all ``2^n`` coalitions the pool is complete with exact kernel weights
+    (so Kernel SHAP is exact); otherwise it is sampled from the kernel (weights = draw counts).
+    """
+    n = oracle.n_players
+    empty, full = _endpoints(oracle)
+    if oracle.budget >= 2**n:
+        masks = all_masks(n)[1:-1]
+        weights = shapley_kernel(masks.sum(1), n)
+    else:
+        masks, weights = sample_kernel_coalitions(rng, n, oracle.budget - 2, paired)
+    return masks, weights, oracle(masks) - empty, full - empty
+
+
+def kernel_shap(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    paired: bool = False,
+) -> Estimate:
+    """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``."""
+    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
+    return oracle.shape(_constrained_wls(masks, weights, targets, total))
+
+
+def pmc_shap(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    refits: int = 50,
+    fraction: float = 0.5,
+) -> Estimate:
+    """Paired Monte-Carlo Kernel SHAP: one paired pool, ``refits`` fits on subsets of its pairs.
+
+    The pool always holds the empty and full coalitions (the efficiency constraint) and each
+    sampled coalition with its complement; each refit keeps a random ``fraction`` of the pairs.
+    """
+    if refits < 1 or not 0 < fraction <= 1:
+        raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
+    rng = np.random.default_rng(seed)
+    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True)
+    pair_keys = [min(m.tobytes(), (~m).tobytes()) for m in masks]
+    pairs = sorted(set(pair_keys))
+    pair_of_row = np.array([pairs.index(key) for key in pair_keys], dtype=int)
+    keep = max(1, round(fraction * len(pairs)))
+    fits = []
+    for _ in range(refits):
+        chosen = rng.choice(len(pairs), size=min(keep, len(pairs)), replace=False)
+        rows = np.isin(pair_of_row, chosen)
+        fits.append(_constrained_wls(masks[rows], weights[rows], targets[rows], total))
+    return oracle.shape(np.mean(fits, axis=0))
+
+
+def _permutation_estimate(
+    oracle: Oracle,
+    rng: np.random.Generator,
+    position_weights: np.ndarray,
+    tolerance: float,
+    max_permutations: int,
+) -> np.ndarray:
+    """Average weighted marginal contributions along random permutations until the budget ends.
+
+    A permutation whose remaining prefixes would exceed the budget is dropped. Truncation: once
+    ``|v(N) - v(prefix)| <= tolerance |v(N) - v(empty)|`` the remaining marginals count as zero.
+    """
+    n = oracle.n_players
+    empty, full = _endpoints(oracle)
+    scale = np.abs(full - empty)
+    total, done = np.zeros((n, len(full))), 0
+    while done < max_permutations:
+        mask, marginals, previous = np.zeros(n, dtype=bool), np.zeros_like(total), empty
+        try:
+            for position, player in enumerate(rng.permutation(n)):
+                if tolerance > 0 and np.all(np.abs(full - previous) <= tolerance * scale):
+                    break
+                mask[player] = True
+                current = full if position == n - 1 else oracle(mask[None])[0]
+                marginals[player] = position_weights[position] * (current - previous)
+                previous = current
+        except BudgetExhausted:
+            break
+        total += marginals
+        done += 1
+    if done == 0:
+        raise ValueError(
+            f"budget {oracle.budget} is too small for one permutation of {n} players "
+            f"(needs up to {n + 1} value calls)"
+        )
+    return total / done
+
+
+def tmc_shapley(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    tolerance: float = 0.05,
+    max_permutations: int = 1000,
+) -> Estimate:
+    """Truncated Monte-Carlo Shapley (permutation sampling with truncation ``tolerance``)."""
+    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    weights = np.ones(n_players)
+    rng = np.random.default_rng(seed)
+    return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
+
+
+def beta_shapley(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    alpha: float = 16.0,
+    beta: float = 1.0,
+    tolerance: float = 0.0,
+    max_permutations: int = 1000,
+) -> Estimate:
+    """Beta(alpha, beta)-Shapley by permutation sampling (alpha > beta favours small coalitions).
+
+    A uniform permutation puts the player after ``s`` others with probability ``1/n``, so the
+    marginal at prefix size ``s`` is reweighted by ``n C(n-1, s) w_beta(s)``.
+    """
+    sizes = np.arange(n_players)
+    weights = (
+        n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
+    )
+    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    rng = np.random.default_rng(seed)
+    return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
+
+
+SAMPLED = {
+    "kernel_shap": kernel_shap,
+    "pmc_shap": pmc_shap,
+    "tmc": tmc_shapley,
+    "beta": beta_shapley,
+    "contextcite": contextcite_surrogate,
+}
+METHODS = ("exact", "loo", *SAMPLED)
+
+
+def required_calls(method: str, n_players: int, budget: int | None = None) -> int:
+    """Value calls ``method`` may spend: fixed for exact/LOO, the budget for the others."""
+    if method == "exact":
+        return 2**n_players
+    if method == "loo":
+        return n_players + 1
+    return _budget(budget, n_players)
+
+
+def shapley_values(
+    value_fn: ValueFn,
+    n_players: int,
+    method: str = "exact",
+    budget: int | None = None,
+    seed: int = 0,
+    **options,
+) -> Estimate:
+    """Attribution of a cooperative game to its players: ``[n_players]`` or ``[n_players, T]``.
+
+    ``budget``: distinct coalitions the estimator may evaluate (exact needs ``2^n``, LOO
+    ``n + 1``; a smaller budget is an error). ``options`` go to the estimator (``paired``,
+    ``refits``, ``fraction``, ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: choose from {METHODS}")
+    if method in ("exact", "loo"):
+        needed = required_calls(method, n_players)
+        if budget is not None and budget < needed:
+            raise ValueError(f"{method} needs {needed} value calls for {n_players} players")
+        estimator = exact_shapley if method == "exact" else leave_one_out
+        return estimator(value_fn, n_players, **options)
+    return SAMPLED[method](value_fn, n_players, budget=budget, seed=seed, **options)

@@ -1,0 +1,205 @@
+"""Component attributions: a score per attention head and MLP, plus the residual-stream curve.
+
+:class:`ComponentAttribution` is what :func:`mechrag.localize` returns. Components are ranked
+together (heads first in flat order, then MLPs); labels are ``L{layer}H{head}`` and
+``MLP{layer}``. Results serialise (``to_dict``/``from_dict``), average over examples
+(``average``), tabulate and plot themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+from jaxtyping import Float
+
+ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
+
+
+class Component(NamedTuple):
+    """One ranked component; ``head`` is ``None`` for an MLP."""
+
+    kind: str
+    layer: int
+    head: int | None
+    score: float
+
+    @property
+    def label(self) -> str:
+        return f"L{self.layer}H{self.head}" if self.kind == "head" else f"MLP{self.layer}"
+
+
+@dataclass
+class ComponentAttribution:
+    """Summed logit-lens JSD per component when ``source`` is removed from the context.
+
+    ``heads[l, h]``, ``mlps[l]`` and ``resid_post[l]`` are ``sum_t JSD(lens_full || lens_ablated)``
+    over response tokens for head ``(l, h)``'s write, MLP ``l``'s output and the residual stream
+    after layer ``l``. ``head_gain``/``attn_gain``/``mlp_gain`` are semantic gains (see
+    :mod:`mechrag.mechanism.semantic_gain`), when computed.
+    """
+
+    query: str
+    source_id: str
+    response: str
+    response_ids: list[int]
+    heads: Float[np.ndarray, "n_layers n_heads"]
+    mlps: Float[np.ndarray, " n_layers"]
+    resid_post: Float[np.ndarray, " n_layers"]
+    head_gain: Float[np.ndarray, "n_layers n_heads"] | None = None
+    attn_gain: Float[np.ndarray, " n_layers"] | None = None
+    mlp_gain: Float[np.ndarray, " n_layers"] | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ARRAYS:
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, np.asarray(value, dtype=np.float64))
+        n_layers = self.heads.shape[0]
+        if self.heads.ndim != 2:
+            raise ValueError(f"heads must be [n_layers, n_heads], got {self.heads.shape}")
+        for name in ("mlps", "resid_post", "attn_gain", "mlp_gain"):
+            value = getattr(self, name)
+            if value is not None and value.shape != (n_layers,):
+                raise ValueError(f"{name} must be [{n_layers}], got {value.shape}")
+        if self.head_gain is not None and self.head_gain.shape != self.heads.shape:
+            raise ValueError(f"head_gain must be {self.heads.shape}, got {self.head_gain.shape}")
+
+    @property
+    def n_layers(self) -> int:
+        return self.heads.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.heads.shape[1]
+
+    @property
+    def attention(self) -> Float[np.ndarray, " n_layers"]:
+        """Sum of the head scores of each layer."""
+        return self.heads.sum(1)
+
+    @property
+    def scores(self) -> Float[np.ndarray, " n_components"]:
+        """All component scores in flat order: heads (layer-major), then MLPs."""
+        return np.concatenate([self.heads.ravel(), self.mlps])
+
+    @property
+    def gains(self) -> Float[np.ndarray, " n_components"] | None:
+        """Semantic gains in the order of ``scores``."""
+        if self.head_gain is None or self.mlp_gain is None:
+            return None
+        return np.concatenate([self.head_gain.ravel(), self.mlp_gain])
+
+    def component(self, index: int) -> Component:
+        """The component at flat ``index`` with its score."""
+        n_head_slots = self.heads.size
+        if index < n_head_slots:
+            layer, head = divmod(index, self.n_heads)
+            return Component("head", layer, head, float(self.heads[layer, head]))
+        layer = index - n_head_slots
+        return Component("mlp", layer, None, float(self.mlps[layer]))
+
+    @property
+    def ranking(self) -> np.ndarray:
+        """Flat component indices, highest score first (ties keep flat order)."""
+        return np.argsort(-self.scores, kind="stable")
+
+    def top(self, k: int = 10, kind: str | None = None) -> list[Component]:
+        """The ``k`` highest-scoring components, optionally only ``kind`` ("head" or "mlp")."""
+        if kind not in (None, "head", "mlp"):
+            raise ValueError(f"kind must be 'head', 'mlp' or None, got {kind!r}")
+        ranked = (self.component(int(i)) for i in self.ranking)
+        return [c for c in ranked if kind in (None, c.kind)][:k]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per component: kind, layer, head, score, rank (1 = top), semantic_gain."""
+        components = [self.component(i) for i in range(self.scores.size)]
+        ranks = np.empty(self.scores.size, dtype=int)
+        ranks[self.ranking] = np.arange(1, self.scores.size + 1)
+        gains = self.gains
+        return pd.DataFrame(
+            {
+                "kind": [c.kind for c in components],
+                "layer": [c.layer for c in components],
+                "head": pd.array([c.head for c in components], dtype="Int64"),
+                "score": self.scores,
+                "rank": ranks,
+                "semantic_gain": gains if gains is not None else np.nan,
+            }
+        )
+
+    def spearman(self) -> tuple[float, float]:
+        """Spearman rho and p-value of component scores against semantic gains."""
+        from mechrag.mechanism.semantic_gain import spearman
+
+        if self.gains is None:
+            raise ValueError("this result has no semantic gains")
+        return spearman(self.scores, self.gains)
+
+    @classmethod
+    def average(cls, results: list[ComponentAttribution]) -> ComponentAttribution:
+        """Element-wise mean over examples (``metadata['std']`` holds the standard deviations)."""
+        if not results:
+            raise ValueError("nothing to average")
+        shapes = {r.heads.shape for r in results}
+        if len(shapes) != 1:
+            raise ValueError(f"results come from different models: head shapes {shapes}")
+        means, stds = {}, {}
+        for name in ARRAYS:
+            values = [getattr(r, name) for r in results]
+            if all(v is not None for v in values):
+                means[name], stds[name] = np.mean(values, 0), np.std(values, 0)
+        return cls(
+            query=f"mean over {len(results)} examples",
+            source_id="",
+            response="",
+            response_ids=[],
+            **means,
+            metadata={"n": len(results), "std": {k: v.tolist() for k, v in stds.items()}},
+        )
+
+    def plot_heads(self, k: int = 10, ax=None, **kwargs):
+        """Layers x heads heatmap with the top-``k`` heads annotated; returns the figure."""
+        from mechrag.plots.components import plot_heads
+
+        return plot_heads(self, k=k, ax=ax, **kwargs)
+
+    def plot_layers(self, ax=None, **kwargs):
+        """MLP and attention-sum scores across layers; returns the figure."""
+        from mechrag.plots.components import plot_layers
+
+        return plot_layers(self, ax=ax, **kwargs)
+
+    def plot_residual(self, ax=None, **kwargs):
+        """Residual-stream logit-lens JSD across layers; returns the figure."""
+        from mechrag.plots.components import plot_residual
+
+        return plot_residual(self, ax=ax, **kwargs)
+
+    def plot_gain(self, ax=None, **kwargs):
+        """Semantic gain against component JSD, with Spearman rho; returns the figure."""
+        from mechrag.plots.components import plot_gain_scatter
+
+        return plot_gain_scatter(self, ax=ax, **kwargs)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary (``from_dict`` inverts it)."""
+        data = asdict(self)
+        for name in ARRAYS:
+            value = getattr(self, name)
+            data[name] = None if value is None else value.tolist()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComponentAttribution:
+        return cls(**data)
+
+    def __repr__(self) -> str:
+        best = ", ".join(f"{c.label}={c.score:.3g}" for c in self.top(3))
+        return (
+            f"ComponentAttribution(source={self.source_id!r}, layers={self.n_layers}, "
+            f"heads={self.n_heads}, top=[{best}])"
+        )

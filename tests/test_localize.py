@@ -1,0 +1,187 @@
+"""``localize``: per-head and per-MLP scores against an independent computation, hygiene, API."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.spatial.distance import jensenshannon
+
+from mechrag.mechanism import ComponentAttribution, localize
+from mechrag.prompts import PromptBuilder
+from mechrag.sources import as_sources
+
+QUERY = "Where does the cat sleep?"
+SOURCES = ["The cat sleeps on the mat.", "Dogs bark at night.", "The mat is red."]
+RESPONSE = "On the mat."
+
+
+def _hook_count(model) -> int:
+    return sum(len(point._forward_hooks) for point in model.hook_dict.values())
+
+
+def _state(model) -> dict:
+    return {k: v.clone() for k, v in model.original_model.state_dict().items()}
+
+
+def _reference_writes(model, ids):
+    """Per-head writes and MLP outputs from the Hugging Face modules alone (no TL hooks)."""
+    cfg = model.cfg
+    captured, handles = {}, []
+    for layer in range(cfg.n_layers):
+        o_proj = model.blocks[layer].attn.o.original_component
+        mlp = model.blocks[layer].mlp.original_component
+        handles.append(
+            o_proj.register_forward_pre_hook(
+                lambda m, args, layer=layer: captured.__setitem__(("z", layer), args[0].detach())
+            )
+        )
+        handles.append(
+            mlp.register_forward_hook(
+                lambda m, args, out, layer=layer: captured.__setitem__(("mlp", layer), out.detach())
+            )
+        )
+    try:
+        with torch.no_grad():
+            model.original_model(torch.tensor([ids]))
+    finally:
+        for handle in handles:
+            handle.remove()
+    heads, mlps = [], []
+    for layer in range(cfg.n_layers):
+        o_proj = model.blocks[layer].attn.o.original_component
+        weight = o_proj.weight.detach().double()
+        # nn.Linear stores [d_model, n_heads*d_head]; GPT-2's Conv1D the transpose.
+        w = weight.T if isinstance(o_proj, torch.nn.Linear) else weight
+        z = captured[("z", layer)][0].double().reshape(len(ids), cfg.n_heads, cfg.d_head)
+        w = w.reshape(cfg.n_heads, cfg.d_head, cfg.d_model)
+        heads.append(torch.stack([z[:, h] @ w[h] for h in range(cfg.n_heads)]))
+        mlps.append(captured[("mlp", layer)][0].double())
+    return torch.stack(heads), torch.stack(mlps)  # [L, H, pos, D], [L, pos, D]
+
+
+def _reference_distributions(model, writes):
+    norm = model.ln_final.original_component.double()
+    unembed = model.original_model.get_output_embeddings().original_component.weight.double()
+    with torch.no_grad():
+        logits = norm(writes) @ unembed.T
+    norm.float()
+    return logits.softmax(-1).numpy()
+
+
+def _reference_scores(model, removed: int):
+    builder = PromptBuilder(model.tokenizer, QUERY, as_sources(SOURCES))
+    response = builder.response_ids(RESPONSE)
+    keep = builder.full_mask()
+    keep[removed] = False
+    runs = [
+        _reference_writes(model, builder.ids(mask) + response[:-1])
+        for mask in (builder.full_mask(), keep)
+    ]
+    n = len(response)
+    scores = []
+    for full, ablated in zip(*runs):  # heads, then MLPs
+        p = _reference_distributions(model, full[..., -n:, :])
+        q = _reference_distributions(model, ablated[..., -n:, :])
+        scores.append((jensenshannon(p, q, axis=-1) ** 2).sum(-1))
+    return scores
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
+def test_scores_match_independent_computation(family, request):
+    model = request.getfixturevalue(family)
+    result = localize(model, QUERY, SOURCES, source="s0", response=RESPONSE, logit_budget=1000)
+    heads, mlps = _reference_scores(model, removed=0)
+    assert result.heads.shape == (model.cfg.n_layers, model.cfg.n_heads)
+    np.testing.assert_allclose(result.heads, heads, rtol=2e-3, atol=2e-5)
+    np.testing.assert_allclose(result.mlps, mlps, rtol=2e-3, atol=2e-5)
+    assert result.heads.max() > 1e-3  # the comparison is not vacuous
+
+
+def test_default_source_is_top_arc_jsd(tiny_llama):
+    from mechrag import arc_jsd
+
+    attribution = arc_jsd(tiny_llama, QUERY, SOURCES, response=RESPONSE)
+    result = localize(tiny_llama, QUERY, SOURCES, response=RESPONSE)
+    assert result.source_id == attribution.top(1)[0][0].id
+    assert set(result.metadata["source_scores"]) == {"s0", "s1", "s2"}
+
+
+def test_hooks_removed_and_parameters_unchanged(tiny_gpt2, monkeypatch):
+    hooks, state = _hook_count(tiny_gpt2), _state(tiny_gpt2)
+    localize(tiny_gpt2, QUERY, SOURCES, source="s1", response=RESPONSE)
+    assert _hook_count(tiny_gpt2) == hooks
+
+    import mechrag.mechanism.lens as lens
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(lens, "logits_to_keep", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        localize(tiny_gpt2, QUERY, SOURCES, source="s1", response=RESPONSE)
+    assert _hook_count(tiny_gpt2) == hooks
+    for name, value in _state(tiny_gpt2).items():
+        assert torch.equal(value, state[name]), name
+
+
+def test_unknown_source_raises(tiny_llama):
+    with pytest.raises(ValueError, match="unknown source id 'nope'"):
+        localize(tiny_llama, QUERY, SOURCES, source="nope", response=RESPONSE)
+
+
+def test_result_api(tiny_llama, tmp_path):
+    result = localize(tiny_llama, QUERY, SOURCES, source="s0", response=RESPONSE)
+    n_layers, n_heads = result.heads.shape
+    frame = result.to_frame()
+    assert list(frame.columns[:5]) == ["kind", "layer", "head", "score", "rank"]
+    assert len(frame) == n_layers * n_heads + n_layers
+    assert sorted(frame["rank"]) == list(range(1, len(frame) + 1))
+    top = result.top(3)
+    assert [c.score for c in top] == sorted(result.scores, reverse=True)[:3]
+    assert frame.loc[frame["rank"] == 1, "score"].item() == top[0].score
+    assert all(c.kind == "mlp" and c.head is None for c in result.top(2, kind="mlp"))
+    assert result.resid_post.shape == (n_layers,)
+    again = ComponentAttribution.from_dict(result.to_dict())
+    np.testing.assert_array_equal(again.heads, result.heads)
+    mean = ComponentAttribution.average([result, again])
+    np.testing.assert_allclose(mean.heads, result.heads)
+    assert mean.metadata["n"] == 2
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
+def test_plots(family, request, tmp_path):
+    import matplotlib.pyplot as plt
+
+    from mechrag.plots.components import plot_gain_scatter, plot_summary
+    from mechrag.plots.sources import save_figure
+
+    model = request.getfixturevalue(family)
+    result = localize(model, QUERY, SOURCES, source="s0", response=RESPONSE)
+    for figure in (
+        result.plot_heads(k=3),
+        result.plot_layers(),
+        result.plot_residual(),
+        result.plot_gain(),
+        plot_gain_scatter([result, result]),
+        plot_summary(result),
+    ):
+        assert figure.axes
+    written = save_figure(result.plot_heads(), tmp_path / "heads")
+    assert all(path.stat().st_size > 0 for path in written)
+    plt.close("all")
+
+
+def test_cli_localize(tiny_llama, tmp_path, monkeypatch, capsys):
+    from mechrag.cli import main
+
+    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    context = tmp_path / "context.txt"
+    context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
+    arguments = ["localize", "--query", QUERY, "--context-file", str(context)]
+    arguments += ["--response", RESPONSE, "--out", str(tmp_path / "out")]
+    assert main([*arguments, "--top-k", "4", "--source", "p1s0"]) == 0
+    out = capsys.readouterr().out
+    assert "removed source: p1s0" in out and "rank" in out
+    assert (tmp_path / "out" / "components_heads.svg").is_file()
+    assert (tmp_path / "out" / "components.json").is_file()

@@ -1,0 +1,102 @@
+"""The logit lens and per-head writes: exact decomposition of the attention output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mechrag.mechanism.lens import (
+    capture_response_activations,
+    head_writes,
+    lens_logprobs,
+    logit_soft_cap,
+    output_bias,
+    output_weight,
+)
+
+IDS = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5, 6, 7, 9]]
+
+
+def _batch(model):
+    ids = torch.tensor(IDS) % model.cfg.d_vocab
+    attention = torch.ones_like(ids)
+    attention[1, :3] = 0  # a left-padded second row
+    return ids, attention
+
+
+def _decomposition_error(model) -> float:
+    ids, attention = _batch(model)
+    names = [
+        f"blocks.{layer}.{hook}"
+        for layer in range(model.cfg.n_layers)
+        for hook in ("attn.hook_z", "hook_attn_out")
+    ]
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids, attention_mask=attention, names_filter=names)
+    w_o, error = output_weight(model), 0.0
+    for layer in range(model.cfg.n_layers):
+        total = head_writes(cache[f"blocks.{layer}.attn.hook_z"], w_o[layer]).sum(-2)
+        bias = output_bias(model, layer)
+        total = total + (0.0 if bias is None else bias)
+        error = max(error, (total - cache[f"blocks.{layer}.hook_attn_out"]).abs().max().item())
+    return error
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
+def test_head_writes_sum_to_attention_output(family, request):
+    model = request.getfixturevalue(family)
+    assert _decomposition_error(model) < 1e-4
+
+
+def test_gpt2_has_output_bias_and_llama_not(tiny_llama, tiny_gpt2):
+    assert output_bias(tiny_llama, 0) is None
+    assert output_bias(tiny_gpt2, 0).shape == (tiny_gpt2.cfg.d_model,)
+
+
+def test_transposed_w_o_would_fail(tiny_llama):
+    """The check can fail: the ARC-JSD reference code's ``W`` instead of ``W^T`` is caught."""
+    ids, attention = _batch(tiny_llama)
+    with torch.no_grad():
+        _, cache = tiny_llama.run_with_cache(ids, attention_mask=attention)
+    w_o = output_weight(tiny_llama)[0]
+    n_heads, d_head, d_model = w_o.shape
+    wrong = w_o.reshape(d_model, n_heads * d_head).T.reshape(n_heads, d_head, d_model)
+    total = head_writes(cache["blocks.0.attn.hook_z"], wrong).sum(-2)
+    assert (total - cache["blocks.0.hook_attn_out"]).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
+def test_lens_of_final_residual_is_the_model_output(family, request):
+    model = request.getfixturevalue(family)
+    ids, attention = _batch(model)
+    acts = capture_response_activations(model, ids, attention, n_response=4)
+    assert acts.z.shape == (model.cfg.n_layers, 2, 4, model.cfg.n_heads, model.cfg.d_head)
+    with torch.no_grad():
+        logits = model(ids, attention_mask=attention)[:, -4:]
+    expected = logits.float().log_softmax(-1)
+    torch.testing.assert_close(
+        lens_logprobs(model, acts.resid_post[-1]), expected, atol=1e-4, rtol=1e-4
+    )
+
+
+def test_soft_cap_read_from_config(tiny_llama, monkeypatch):
+    assert logit_soft_cap(tiny_llama) is None
+    monkeypatch.setattr(
+        tiny_llama.original_model.config, "final_logit_softcapping", 5.0, raising=False
+    )
+    assert logit_soft_cap(tiny_llama) == 5.0
+    writes = torch.randn(3, tiny_llama.cfg.d_model) * 50
+    logits = lens_logprobs(tiny_llama, writes)
+    spread = logits.max(-1).values - logits.min(-1).values
+    assert (spread <= 10.0 + 1e-4).all()  # capped logits lie in (-5, 5)
+
+
+def test_capture_rejects_bad_length(tiny_llama):
+    ids, attention = _batch(tiny_llama)
+    with pytest.raises(ValueError, match="n_response"):
+        capture_response_activations(tiny_llama, ids, attention, n_response=0)
+
+
+@pytest.mark.integration
+def test_smollm_head_writes_sum_to_attention_output(smollm):
+    assert _decomposition_error(smollm) < 1e-4
