@@ -6,9 +6,10 @@ response positions**: the model is asked for the last ``T`` logits (``logits_to_
 vocabulary projection never touches prompt positions.
 
 Prefix reuse: every subset prompt starts with the tokens of the full prompt up to its first
-removed source (system prompt, template, earlier sources). The engine runs the full prompt once
-with a key-value cache, extending it batch by batch, and each batch computes only its rows'
-suffixes on top of a copy of that cache. Rows are grouped so that little is recomputed, and the
+removed source (system prompt, template, earlier sources). The engine runs the full-context
+sequence once with a key-value cache (which also gives the full-context distributions that
+ARC-JSD compares against), and each batch computes only its rows' suffixes on top of a copy of
+that cache cut to the batch's shared prefix. Rows are grouped so that little is recomputed, and the
 padding sits between the shared prefix and each suffix (masked, with mask-derived positions), so
 every row sees exactly the positions it would alone. Batches respect a token budget and a logits
 budget. Hooks active on the model (ablations, gating) apply to every pass, prefix included.
@@ -65,7 +66,8 @@ class Batch:
 class Engine:
     """Runs ``model`` over batches of source subsets with one teacher-forced response.
 
-    ``max_batch_tokens`` bounds ``rows * (prefix + suffix)`` tokens per forward pass;
+    ``max_batch_tokens`` bounds ``rows * (prefix + suffix)`` tokens per forward pass (default:
+    2048 on CPU, 32768 on GPU);
     ``max_logit_elements`` bounds the ``rows * T * vocab`` response logits held at once.
     ``reuse_prefix`` shares the full prompt's key-value cache (see the module docstring).
     ``batch_overhead_tokens`` is what one more forward pass costs, in tokens: a row joins a batch
@@ -77,22 +79,25 @@ class Engine:
         self,
         model,
         *,
-        max_batch_tokens: int = 8192,
+        max_batch_tokens: int | None = None,
         max_logit_elements: int = 1 << 26,
         reuse_prefix: bool = True,
         batch_overhead_tokens: int | None = None,
         progress: bool | None = None,
     ) -> None:
-        if max_batch_tokens < 1 or max_logit_elements < 1:
-            raise ValueError("batch budgets must be positive")
         patch_kv_cache_argument()
         self.model = model
-        self.max_batch_tokens = max_batch_tokens
+        on_cpu = self.device.type == "cpu"
+        # Big batches buy nothing on CPU cores (and lose cache locality); GPUs need them.
+        default_tokens, default_overhead = (2048, 32) if on_cpu else (32768, 1024)
+        self.max_batch_tokens = default_tokens if max_batch_tokens is None else max_batch_tokens
+        if self.max_batch_tokens < 1 or max_logit_elements < 1:
+            raise ValueError("batch budgets must be positive")
         self.max_logit_elements = max_logit_elements
         self.reuse_prefix = reuse_prefix
-        if batch_overhead_tokens is None:
-            batch_overhead_tokens = 32 if self.device.type == "cpu" else 1024
-        self.batch_overhead_tokens = batch_overhead_tokens
+        self.batch_overhead_tokens = (
+            default_overhead if batch_overhead_tokens is None else batch_overhead_tokens
+        )
         self.progress = progress
         self.forward_passes = 0
         self.tokens_processed = 0  # padded input tokens over all passes (cached ones excluded)
@@ -171,34 +176,31 @@ class Engine:
             attention[row, prefix + width - len(seq) :] = 1
         return ids.to(self.device), attention.to(self.device)
 
-    def _extend_cache(self, cache, tokens: list[int], cached: int):
-        """Run ``tokens`` after ``cached`` cached tokens of the full prompt; return the cache."""
-        ids = torch.tensor([tokens], device=self.device)
-        attention = torch.ones((1, cached + len(tokens)), dtype=torch.long, device=self.device)
-        kwargs = logits_to_keep(self.model, 1)
-        _, cache = self.model(
-            ids,
-            attention_mask=attention,
-            past_key_values=cache,
-            return_type="logits_and_cache",
-            **kwargs,
-        )
+    def _reference(self, sequence: list[int], n_response: int, keep_cache: bool):
+        """Run the full-context sequence once: its response log-probs and (optionally) its cache."""
+        ids = torch.tensor([sequence], device=self.device)
+        kwargs = logits_to_keep(self.model, n_response)
+        if keep_cache:
+            logits, cache = self.model(ids, return_type="logits_and_cache", **kwargs)
+        else:
+            logits, cache = self.model(ids, **kwargs), None
         self.forward_passes += 1
         self.tokens_processed += ids.numel()
-        return cache
+        return logits[:, -n_response:].float().log_softmax(-1), cache
 
     def _forward(self, suffixes: list[list[int]], n_response: int, prefix: int, cache):
         ids, attention = self.batch_inputs(suffixes, prefix)
         kwargs = logits_to_keep(self.model, n_response)
         if prefix:
-            kwargs["past_key_values"] = copy.deepcopy(cache)
-            kwargs["past_key_values"].batch_repeat_interleave(len(suffixes))
+            past = copy.deepcopy(cache)
+            past.crop(prefix - past.get_seq_length())  # negative: drop that many from the end
+            past.batch_repeat_interleave(len(suffixes))
+            kwargs["past_key_values"] = past
         logits = self.model(ids, attention_mask=attention, **kwargs)
         self.forward_passes += 1
         self.tokens_processed += ids.numel()
         return logits[:, -n_response:].float().log_softmax(-1)
 
-    @torch.inference_mode()
     def run(
         self,
         builder: PromptBuilder,
@@ -207,7 +209,29 @@ class Engine:
         reduce: Reducer = keep_all,
         desc: str = "scoring subsets",
     ) -> torch.Tensor:
-        """``reduce`` applied to response log-probs for every mask, in mask order (on CPU)."""
+        """``reduce(logprobs, masks)`` for every mask's response log-probs, in mask order (CPU)."""
+        return self._run(builder, response_ids, masks, lambda lp, m, _: reduce(lp, m), desc)
+
+    def compare_to_full(
+        self,
+        builder: PromptBuilder,
+        response_ids: Sequence[int],
+        masks: MaskBatch,
+        divergence: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        desc: str = "ablations",
+    ) -> Float[torch.Tensor, "n_masks n_response"]:
+        """``divergence(full, subset)`` per response token, full = all sources kept.
+
+        The full context runs once, and its cache serves as every row's prefix.
+        """
+
+        def against_full(logprobs, _masks, reference):
+            return divergence(reference, logprobs)
+
+        return self._run(builder, response_ids, masks, against_full, desc, needs_reference=True)
+
+    @torch.inference_mode()
+    def _run(self, builder, response_ids, masks, reduce, desc, needs_reference=False):
         masks = torch.as_tensor(masks, dtype=torch.bool)
         if masks.ndim != 2 or masks.shape[1] != builder.n_sources:
             raise ValueError(
@@ -215,27 +239,34 @@ class Engine:
             )
         sequences = self.sequences(builder, response_ids, masks)
         n_response = len(response_ids)
-        full_prompt = builder.ids(builder.full_mask()) if self.reuse_prefix else []
+        reference, cache, full = None, None, []
+        if self.reuse_prefix or needs_reference:
+            full = self.sequences(builder, response_ids, builder.full_mask()[None])[0]
+            reference, cache = self._reference(full, n_response, keep_cache=self.reuse_prefix)
+        # Rows identical to the full sequence are answered by the reference pass itself.
+        pending = [i for i, s in enumerate(sequences) if reference is None or s != full]
         # A row keeps at least its response positions (and one token before) out of the cache.
         prefixes = [
-            min(common_prefix_length(s, full_prompt), len(s) - n_response) for s in sequences
+            min(common_prefix_length(s, full), len(s) - n_response) if self.reuse_prefix else 0
+            for s in sequences
         ]
-        batches = self.plan(sequences, prefixes, n_response)
+        batches = self.plan(
+            [sequences[i] for i in pending], [prefixes[i] for i in pending], n_response
+        )
         # tqdm's disable=None means "only on a terminal".
-        disable = (not self.progress) if self.progress is not None else (len(batches) == 1 or None)
+        disable = (not self.progress) if self.progress is not None else (len(batches) <= 1 or None)
         results: list[torch.Tensor | None] = [None] * len(sequences)
-        cache, cached = None, 0
-        with tqdm(total=len(sequences), desc=desc, disable=disable) as bar:
+        for index in set(range(len(sequences))) - set(pending):
+            results[index] = reduce(reference, masks[index : index + 1], reference).cpu()[0]
+        with tqdm(total=len(pending), desc=desc, disable=disable) as bar:
             for batch in batches:
-                if batch.prefix > cached:
-                    cache = self._extend_cache(cache, full_prompt[cached : batch.prefix], cached)
-                    cached = batch.prefix
-                suffixes = [sequences[i][batch.prefix :] for i in batch.rows]
+                rows = [pending[i] for i in batch.rows]
+                suffixes = [sequences[i][batch.prefix :] for i in rows]
                 logprobs = self._forward(suffixes, n_response, batch.prefix, cache)
-                reduced = reduce(logprobs, masks[batch.rows].to(logprobs.device)).cpu()
-                for row, index in enumerate(batch.rows):
+                reduced = reduce(logprobs, masks[rows].to(logprobs.device), reference).cpu()
+                for row, index in enumerate(rows):
                     results[index] = reduced[row]
-                bar.update(len(batch.rows))
+                bar.update(len(rows))
         return torch.stack(results)
 
     def token_logprobs(

@@ -34,16 +34,11 @@ def arc_jsd(model, query, sources, response=None, **options) -> Attribution:
 def arc_jsd_for_task(task: AttributionTask) -> Attribution:
     builder, engine = task.builder, task.engine
     calls_before = engine.forward_passes
-    full = engine.run(builder, task.response_ids, builder.full_mask()[None], desc="full context")
-
-    def divergence_from_full(logprobs: torch.Tensor, _masks: torch.Tensor) -> torch.Tensor:
-        return jsd(full.to(logprobs.device), logprobs)
-
-    per_token = engine.run(
+    per_token = engine.compare_to_full(
         builder,
         task.response_ids,
         leave_one_out_masks(builder.n_sources),
-        divergence_from_full,
+        jsd,
         desc="ARC-JSD ablations",
     )
     return Attribution(
