@@ -10,6 +10,7 @@ under the old name. It is idempotent and a no-op where the bridge already handle
 from __future__ import annotations
 
 import functools
+import warnings
 
 
 def patch_kv_cache_argument() -> None:
@@ -27,3 +28,7 @@ def patch_kv_cache_argument() -> None:
 
     update_kv_cache._mechrag_cache_shim = True
     AttentionBridge._update_kv_cache = update_kv_cache
+    # The bridge itself passes the old name to the Hugging Face model; users cannot act on it.
+    warnings.filterwarnings(
+        "ignore", message="`past_key_values` is deprecated", category=FutureWarning
+    )
