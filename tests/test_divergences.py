@@ -88,7 +88,13 @@ probability_vectors = (
 )
 
 
-@settings(max_examples=200, deadline=None)
+def brute_force_jsd(p, q):
+    """Straight from the definition (scipy's jensenshannon can return NaN for p ~ q)."""
+    m = (p + q) / 2
+    return 0.5 * (rel_entr(p, m).sum() + rel_entr(q, m).sum())
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
 @given(probability_vectors, st.data())
 def test_jsd_properties(p, data):
     q = data.draw(
@@ -100,4 +106,4 @@ def test_jsd_properties(p, data):
     value = float(jsd(log(p), log(q)))
     assert 0.0 <= value <= math.log(2)
     assert value == pytest.approx(float(jsd(log(q), log(p))), abs=1e-12)
-    assert value == pytest.approx(jensenshannon(p, q) ** 2, abs=1e-9)
+    assert value == pytest.approx(brute_force_jsd(p, q), abs=1e-9)
