@@ -20,6 +20,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechrag.engine import logits_to_keep
+
 MODES = ("zero", "scale", "mean")
 
 
@@ -74,7 +76,7 @@ def component_means(model, engine, sequences: list[list[int]], batch_size: int =
             for layer in range(n_layers)
         ]
         with model.hooks(fwd_hooks=hooks):
-            model(ids, attention_mask=attention)
+            model(ids, attention_mask=attention, **logits_to_keep(model, 1))
         count += int(attention.sum())
     if count == 0:
         raise ValueError("no reference tokens to average over")
