@@ -26,7 +26,7 @@ def plot_agreement(
         ax.set_xlabel("value calls (budget)")
         ax.set_ylabel(f"{metric} vs exact")
         ax.spines[["top", "right"]].set_visible(False)
-    axes[0, -1].legend(fontsize=7, frameon=False, loc="best")
+    axes[0, -1].legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
