@@ -3,11 +3,11 @@
 Same examples (seeded scenarios), same model weights (the embedded SmolLM2 as a plain HF model),
 same prompt (chat template over ``Context: ...\\n\\nQuery: ...``), same sources and the same
 response. ``context-cite`` is an optional dependency with heavy requirements (scikit-learn,
-spacy, nltk, datasets), so run this from a separate environment that also sees mechrag::
+spacy, nltk, datasets): install the ``peers`` extra, or use a separate environment that also
+sees mechrag::
 
-    python -m venv /work/ccvenv   # plus a .pth file pointing at mechrag's site-packages
-    /work/ccvenv/bin/pip install context-cite==0.0.4 scikit-learn nltk spacy datasets
-    PYTHONPATH=. /work/ccvenv/bin/python experiments/contextcite_side_by_side.py --cases 1
+    pip install -e ".[peers]"
+    python experiments/contextcite_side_by_side.py --cases 1
 
 Compatibility notes for context-cite 0.0.4 with transformers 5: its sentence splitter needs
 nltk's punkt data (a download, unavailable offline), so sources come from our own partitioner;
