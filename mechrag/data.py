@@ -68,13 +68,14 @@ def _paragraph_sources(
     """Sources and gold ids from ``(paragraph index, title, sentences)`` triples."""
     sources, gold_ids = [], []
     for p_index, title, sentences in paragraphs:
-        sentences = [s.strip() for s in sentences if s.strip()]
+        # Keep original sentence indices (gold labels count them), skipping empty sentences.
+        kept = [(s_index, s.strip()) for s_index, s in enumerate(sentences) if s.strip()]
         if unit == "document":
-            sources.append(Source(f"p{p_index}", " ".join(sentences), title, p_index))
+            sources.append(Source(f"p{p_index}", " ".join(s for _, s in kept), title, p_index))
             if any(p == p_index for p, _ in gold_sentences):
                 gold_ids.append(f"p{p_index}")
             continue
-        for s_index, sentence in enumerate(sentences):
+        for s_index, sentence in kept:
             sources.append(Source(f"p{p_index}s{s_index}", sentence, title, p_index))
             if (p_index, s_index) in gold_sentences:
                 gold_ids.append(f"p{p_index}s{s_index}")

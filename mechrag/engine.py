@@ -45,6 +45,16 @@ def logits_to_keep(model, n_positions: int) -> dict:
     return {"logits_to_keep": n_positions} if "logits_to_keep" in accepted else {}
 
 
+def has_sliding_window(model) -> bool:
+    """Whether some attention layers only see a window (their caches cannot be cropped)."""
+    config = model.original_model.config
+    layer_types = getattr(config, "layer_types", None) or ()
+    windowed = getattr(config, "sliding_window", None) and getattr(
+        config, "use_sliding_window", True
+    )
+    return bool(windowed) or any("sliding" in str(kind) for kind in layer_types)
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     length = 0
     for x, y in zip(a, b):
@@ -94,7 +104,9 @@ class Engine:
         if self.max_batch_tokens < 1 or max_logit_elements < 1:
             raise ValueError("batch budgets must be positive")
         self.max_logit_elements = max_logit_elements
-        self.reuse_prefix = reuse_prefix
+        # Sliding-window caches drop old positions, so a cut-down copy of the full prompt's
+        # cache is not the prefix's cache: run whole sequences there.
+        self.reuse_prefix = reuse_prefix and not has_sliding_window(model)
         self.batch_overhead_tokens = (
             default_overhead if batch_overhead_tokens is None else batch_overhead_tokens
         )
@@ -233,23 +245,23 @@ class Engine:
     @torch.inference_mode()
     def _run(self, builder, response_ids, masks, reduce, desc, needs_reference=False):
         masks = torch.as_tensor(masks, dtype=torch.bool)
-        if masks.ndim != 2 or masks.shape[1] != builder.n_sources:
+        if masks.ndim != 2 or masks.shape[1] != builder.n_sources or len(masks) == 0:
             raise ValueError(
-                f"masks must be [n_masks, {builder.n_sources}], got {tuple(masks.shape)}"
+                f"masks must be [n_masks >= 1, {builder.n_sources}], got {tuple(masks.shape)}"
             )
         sequences = self.sequences(builder, response_ids, masks)
         n_response = len(response_ids)
-        reference, cache, full = None, None, []
-        if self.reuse_prefix or needs_reference:
-            full = self.sequences(builder, response_ids, builder.full_mask()[None])[0]
-            reference, cache = self._reference(full, n_response, keep_cache=self.reuse_prefix)
+        full = self.sequences(builder, response_ids, builder.full_mask()[None])[0]
+        # A row keeps at least its response positions (and one token before) out of the cache.
+        prefixes = [min(common_prefix_length(s, full), len(s) - n_response) for s in sequences]
+        # The cache costs one pass over the full sequence: worth it only when rows share more.
+        reuse = self.reuse_prefix and sum(prefixes) > len(full)
+        prefixes = prefixes if reuse else [0] * len(sequences)
+        reference, cache = None, None
+        if reuse or needs_reference:
+            reference, cache = self._reference(full, n_response, keep_cache=reuse)
         # Rows identical to the full sequence are answered by the reference pass itself.
         pending = [i for i, s in enumerate(sequences) if reference is None or s != full]
-        # A row keeps at least its response positions (and one token before) out of the cache.
-        prefixes = [
-            min(common_prefix_length(s, full), len(s) - n_response) if self.reuse_prefix else 0
-            for s in sequences
-        ]
         batches = self.plan(
             [sequences[i] for i in pending], [prefixes[i] for i in pending], n_response
         )

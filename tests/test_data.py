@@ -41,3 +41,22 @@ def test_unknown_dataset_and_unit_are_rejected():
         load_examples("nq")
     with pytest.raises(ValueError, match="unit"):
         load_hotpotqa(n=1, unit="token")
+
+
+def test_empty_sentences_keep_gold_indices(tmp_path):
+    import json
+
+    row = {
+        "_id": "x",
+        "question": "q?",
+        "answer": "a",
+        "type": "bridge",
+        "level": "easy",
+        "context": [["T", ["S0.", " ", "S2 gold."]], ["U", ["Other."]]],
+        "supporting_facts": [["T", 2]],
+    }
+    path = tmp_path / "hotpot.json"
+    path.write_text(json.dumps([row]))
+    (example,) = load_hotpotqa(path)
+    assert example.gold_ids == ["p0s2"]
+    assert [s.text for s in example.sources if s.id == "p0s2"] == ["S2 gold."]

@@ -92,6 +92,29 @@ def test_kernel_shap_full_budget_is_exact(rng, paired):
     )
 
 
+def cubic_game(a: np.ndarray):
+    """Higher-order interactions, so a partial least-squares fit cannot be exact by luck."""
+    return lambda masks: (masks.astype(float) @ a) ** 3
+
+
+def test_pmc_shap_is_exact_when_the_pool_is_complete(rng):
+    game = cubic_game(rng.normal(size=6))
+    np.testing.assert_allclose(
+        shapley_values(game, 6, "pmc_shap", budget=64), exact_shapley(game, 6), atol=1e-9
+    )
+    small = cubic_game(rng.normal(size=4))  # default budget min(2^4, 40) covers every coalition
+    np.testing.assert_allclose(
+        shapley_values(small, 4, "pmc_shap"), exact_shapley(small, 4), atol=1e-9
+    )
+
+
+@pytest.mark.parametrize("method", ["kernel_shap", "pmc_shap"])
+def test_budget_of_two_gives_the_efficient_uniform_split(method):
+    a = np.array([1.0, 2.0, 3.0])
+    phi = shapley_values(additive_game(a), 3, method, budget=2)
+    np.testing.assert_allclose(phi, np.full(3, 2.0), atol=1e-9)
+
+
 @pytest.mark.parametrize("method,budget", [("exact", None), ("kernel_shap", 20), ("pmc_shap", 30)])
 def test_efficiency(rng, method, budget):
     value, _ = pairwise_game(rng.normal(size=8), rng.normal(size=(8, 8)))

@@ -72,6 +72,8 @@ class Oracle:
 
     def __call__(self, masks: Masks) -> Float[np.ndarray, "n_masks k"]:
         masks = np.asarray(masks, dtype=bool).reshape(-1, self.n_players)
+        if len(masks) == 0:
+            return np.zeros((0, int(np.prod(self.tail or ()))))
         keys = [row.tobytes() for row in masks]
         missing = list(dict.fromkeys(k for k in keys if k not in self.cache))
         if len(missing) > self.remaining:

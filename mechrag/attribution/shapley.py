@@ -162,6 +162,10 @@ def pmc_shap(
     rng = np.random.default_rng(seed)
     oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True)
+    if (
+        oracle.budget >= 2**n_players
+    ):  # the pool is complete: one fit is exact, refits only add noise
+        return oracle.shape(_constrained_wls(masks, weights, targets, total))
     pair_keys = [min(m.tobytes(), (~m).tobytes()) for m in masks]
     pairs = sorted(set(pair_keys))
     pair_of_row = np.array([pairs.index(key) for key in pair_keys], dtype=int)
