@@ -4,7 +4,8 @@ transformers (5.2x) renamed the attention modules' ``past_key_values`` argument 
 TransformerLens 4.3's attention bridges still look for ``past_key_values``/``layer_past``, so the
 key-value cache is never filled and every cached decoding step sees only itself (wrong tokens
 from ``generate`` and from any prefix reuse). ``patch_kv_cache_argument`` forwards ``cache``
-under the old name. It is idempotent and a no-op where the bridge already handles it.
+under the old name (it is idempotent, and passing an argument the bridge already reads changes
+nothing).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import warnings
 def patch_kv_cache_argument() -> None:
     from transformer_lens.model_bridge.generalized_components.attention import AttentionBridge
 
-    original = AttentionBridge._update_kv_cache
-    if getattr(original, "_mechrag_cache_shim", False):
-        return
+    original = getattr(AttentionBridge, "_update_kv_cache", None)
+    if original is None or getattr(original, "_mechrag_cache_shim", False):
+        return  # a TransformerLens without this hook point manages its cache itself
 
     @functools.wraps(original)
     def update_kv_cache(self, k, v, **kwargs):

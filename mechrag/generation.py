@@ -56,4 +56,7 @@ def resolve_response(
     ids = [int(t) for t in response]
     if not ids:
         raise ValueError("response is empty: nothing to attribute")
+    vocab = int(model.cfg.d_vocab)
+    if not all(0 <= t < vocab for t in ids):
+        raise ValueError(f"response token ids must lie in [0, {vocab}) for this model")
     return ids

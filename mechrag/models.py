@@ -78,9 +78,9 @@ def converted_gguf_dir(gguf_path: str | Path) -> Path:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         staging.rename(target)  # atomic: a crash never leaves a half-written cache
-    except OSError:
+    except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
-        if not (target / "config.json").is_file():
+        if not (target / "config.json").is_file():  # else another process finished first
             raise
     return target
 

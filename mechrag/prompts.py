@@ -60,6 +60,8 @@ class PromptBuilder:
             raise ValueError("template must contain '{context}' and '{query}'")
         if self.use_chat_template is None:
             self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if self.system_prompt is not None and not self.use_chat_template:
+            raise ValueError("system_prompt needs a chat template; put it in template instead")
 
     @property
     def n_sources(self) -> int:

@@ -118,6 +118,7 @@ def test_generated_response_matches_uncached_greedy_decoding(tiny_llama):
         (QUERY, ["A.", " "], RESPONSE, ValueError, "empty text"),
         (QUERY, SENTENCES, "", ValueError, "response is empty"),
         (QUERY, SENTENCES, [], ValueError, "response is empty"),
+        (QUERY, SENTENCES, [5, 10**6], ValueError, "token ids must lie"),
         (QUERY, ["word " * 300, "more " * 200], RESPONSE, ValueError, "longer than the model"),
     ],
 )
@@ -165,3 +166,8 @@ def test_sliding_window_models_run_whole_sequences():
     result = arc_jsd(model, QUERY, SENTENCES, response=RESPONSE, engine=engine)
     expected = naive_arc_jsd(model, QUERY, SENTENCES, RESPONSE)
     np.testing.assert_allclose(result.token_scores, expected, atol=1e-5)
+
+
+def test_engine_for_another_model_is_rejected(tiny_llama, tiny_gpt2):
+    with pytest.raises(ValueError, match="different model"):
+        arc_jsd(tiny_llama, QUERY, SENTENCES, response=RESPONSE, engine=Engine(tiny_gpt2))

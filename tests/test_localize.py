@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -61,11 +63,11 @@ def _reference_writes(model, ids):
 
 
 def _reference_distributions(model, writes):
-    norm = model.ln_final.original_component.double()
+    # A float64 copy: the session-scoped model itself is never touched.
+    norm = copy.deepcopy(model.ln_final.original_component).double()
     unembed = model.original_model.get_output_embeddings().original_component.weight.double()
     with torch.no_grad():
         logits = norm(writes) @ unembed.T
-    norm.float()
     return logits.softmax(-1).numpy()
 
 

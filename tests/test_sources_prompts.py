@@ -56,3 +56,11 @@ def test_builder_plain_prompt_without_chat_template(tiny_llama):
     assert builder.text() == "Context: Alpha one. Beta two.\n\nQuery: Which?\nAnswer:"
     with pytest.raises(ValueError, match="template"):
         PromptBuilder(tiny_llama.tokenizer, "Which?", sources, template="no fields")
+    with pytest.raises(ValueError, match="system_prompt needs a chat template"):
+        PromptBuilder(
+            tiny_llama.tokenizer,
+            "Which?",
+            sources,
+            system_prompt="Be brief.",
+            use_chat_template=False,
+        )

@@ -38,6 +38,8 @@ class AttributionTask:
             model.tokenizer, query, as_sources(sources), template, system_prompt
         )
         engine = engine or Engine(model, progress=progress)
+        if engine.model is not model:
+            raise ValueError("engine was built for a different model")
         engine.sequences(builder, [0], builder.full_mask()[None])  # fail early on over-long prompts
         response_ids = resolve_response(model, builder, response, max_new_tokens)
         return cls(model, builder, response_ids, engine)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 import warnings
 from pathlib import Path
@@ -75,8 +76,10 @@ def save_figure(fig, path: str | Path, formats=("png", "svg")) -> list[Path]:
     written = []
     for suffix in formats:
         target = path.with_suffix(f".{suffix}")
+        partial = target.with_name(f".{target.name}.partial")
         with warnings.catch_warnings():  # sources in other scripts lack glyphs in DejaVu
             warnings.filterwarnings("ignore", message="Glyph .* missing from font")
-            fig.savefig(target, dpi=200, bbox_inches="tight")
+            fig.savefig(partial, dpi=200, bbox_inches="tight", format=suffix)
+        os.replace(partial, target)  # a figure file appears only once fully written
         written.append(target)
     return written
