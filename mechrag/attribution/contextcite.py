@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float
 
-from mechrag.attribution.sampling import Oracle, ValueFn, default_budget
+from mechrag.attribution.sampling import Oracle, ValueFn, resolve_budget
 
 
 def lasso(
@@ -23,7 +23,9 @@ def lasso(
 ) -> tuple[Float[np.ndarray, " n"], float]:
     """Weights and intercept minimising ``||y - b - X w||^2 / (2m) + l1 ||w||_1``.
 
-    Columns are standardised for the fit and the weights mapped back to the original scale;
+    Columns are standardised for the fit and the weights mapped back to the original scale, so
+    ``l1`` penalises standardised weights (with keep probability 1/2 a mask column has standard
+    deviation 1/2: about ``l1 / 2`` on raw 0/1 masks, unlike scikit-learn's ``Lasso(alpha)``);
     constant columns (a source kept in every or no sample) get weight zero.
     """
     x = np.asarray(features, dtype=float)
@@ -67,7 +69,7 @@ def contextcite_surrogate(
     """
     if not 0 < keep_prob < 1:
         raise ValueError(f"keep_prob must be in (0, 1), got {keep_prob}")
-    budget = default_budget(n_players) if budget is None else budget
+    budget = resolve_budget(budget, n_players)
     oracle = Oracle(value_fn, n_players, budget)
     masks = np.random.default_rng(seed).random((budget, n_players)) < keep_prob
     values = oracle(masks)

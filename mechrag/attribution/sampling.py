@@ -27,6 +27,15 @@ def default_budget(n_players: int) -> int:
     return min(2**n_players, 10 * n_players)
 
 
+def resolve_budget(budget: int | None, n_players: int) -> int:
+    """``budget`` checked (an integer >= 2 value calls), or the default when ``None``."""
+    if budget is None:
+        return default_budget(n_players)
+    if isinstance(budget, bool) or int(budget) != budget or budget < 2:
+        raise ValueError(f"budget must be an integer >= 2 (value calls), got {budget!r}")
+    return int(budget)
+
+
 def all_masks(n_players: int) -> Masks:
     """Every coalition; row ``k`` is the binary expansion of ``k`` (bit ``i`` = player ``i``)."""
     if n_players > MAX_EXACT_PLAYERS:

@@ -29,20 +29,12 @@ from mechrag.attribution.sampling import (
     Oracle,
     ValueFn,
     all_masks,
-    default_budget,
+    resolve_budget,
     sample_kernel_coalitions,
     shapley_kernel,
 )
 
 Estimate = Float[np.ndarray, " n_players"]  # or [n_players, T] for per-token games
-
-
-def _budget(budget: int | None, n_players: int) -> int:
-    if budget is None:
-        return default_budget(n_players)
-    if int(budget) != budget or budget < 2:
-        raise ValueError(f"budget must be an integer >= 2 (value calls), got {budget!r}")
-    return int(budget)
 
 
 def _endpoints(oracle: Oracle) -> tuple[np.ndarray, np.ndarray]:
@@ -139,7 +131,7 @@ def kernel_shap(
     paired: bool = False,
 ) -> Estimate:
     """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``."""
-    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
     masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
     return oracle.shape(_constrained_wls(masks, weights, targets, total))
 
@@ -160,7 +152,7 @@ def pmc_shap(
     if refits < 1 or not 0 < fraction <= 1:
         raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
     rng = np.random.default_rng(seed)
-    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True)
     if (
         oracle.budget >= 2**n_players
@@ -225,7 +217,7 @@ def tmc_shapley(
     max_permutations: int = 1000,
 ) -> Estimate:
     """Truncated Monte-Carlo Shapley (permutation sampling with truncation ``tolerance``)."""
-    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
     weights = np.ones(n_players)
     rng = np.random.default_rng(seed)
     return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
@@ -250,7 +242,7 @@ def beta_shapley(
     weights = (
         n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
     )
-    oracle = Oracle(value_fn, n_players, _budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
     rng = np.random.default_rng(seed)
     return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
 
@@ -271,7 +263,7 @@ def required_calls(method: str, n_players: int, budget: int | None = None) -> in
         return 2**n_players
     if method == "loo":
         return n_players + 1
-    return _budget(budget, n_players)
+    return resolve_budget(budget, n_players)
 
 
 def shapley_values(
