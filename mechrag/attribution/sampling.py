@@ -8,6 +8,7 @@ coalition twice and never evaluates more distinct coalitions than its budget.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import combinations
 
 import numpy as np
 from jaxtyping import Bool, Float
@@ -110,29 +111,59 @@ class Oracle:
         return flat.reshape((flat.shape[0], *self.tail))
 
 
-def sample_kernel_coalitions(
+def kernel_coalitions(
     rng: np.random.Generator, n_players: int, n_distinct: int, paired: bool = False
 ) -> tuple[Masks, Float[np.ndarray, " n_masks"]]:
-    """Draw non-trivial coalitions with size ``s`` ∝ ``(n-1)/(s(n-s))``, then uniform members.
+    """At most ``n_distinct`` non-trivial coalitions with Shapley-kernel regression weights.
 
-    Draws (with replacement) until ``n_distinct`` distinct coalitions are seen; returns them with
-    their draw counts, which are the least-squares weights (the sampling already follows the
-    kernel). ``paired`` adds each draw's complement too.
+    As in Lundberg & Lee's implementation, whole size groups ``{s, n - s}`` are enumerated with
+    their exact kernel weights while they fit, heaviest (smallest ``s``) first; the remaining
+    budget samples coalitions of the remaining sizes from the kernel, and their draw counts share
+    the remaining sizes' kernel mass. A budget covering every coalition is thus exact, and no
+    size group is over-weighted by sampling.
     """
-    sizes = np.arange(1, n_players)
+    groups = [sorted({s, n_players - s}) for s in range(1, n_players // 2 + 1)]
+    enumerated: list[np.ndarray] = []
+    left = n_distinct
+    while groups and sum(comb(n_players, s, exact=True) for s in groups[0]) <= left:
+        for size in groups.pop(0):
+            enumerated.extend(_coalitions_of_size(n_players, size))
+            left -= comb(n_players, size, exact=True)
+    masks = np.array(enumerated, dtype=bool).reshape(-1, n_players)
+    weights = shapley_kernel(masks.sum(1), n_players)
+    sizes = np.array([s for group in groups for s in group], dtype=int)
+    if left <= 0 or len(sizes) == 0:
+        return masks, weights
+    sampled, counts = _sample_sizes(rng, n_players, sizes, left, paired)
+    group_mass = (n_players - 1) / (sizes * (n_players - sizes))  # kernel mass of each size
+    sampled_weights = group_mass.sum() * counts / counts.sum() if len(counts) else counts
+    return np.concatenate([masks, sampled]), np.concatenate([weights, sampled_weights])
+
+
+def _coalitions_of_size(n_players: int, size: int) -> list[np.ndarray]:
+    rows = []
+    for members in combinations(range(n_players), size):
+        row = np.zeros(n_players, dtype=bool)
+        row[list(members)] = True
+        rows.append(row)
+    return rows
+
+
+def _sample_sizes(
+    rng: np.random.Generator, n_players: int, sizes: np.ndarray, n_distinct: int, paired: bool
+) -> tuple[Masks, np.ndarray]:
+    """Draw coalitions (size ∝ kernel mass, then uniform members) until ``n_distinct`` are seen;
+    return them with their draw counts. ``paired`` adds each draw's complement too."""
     probabilities = (n_players - 1) / (sizes * (n_players - sizes))
-    probabilities /= probabilities.sum()
+    probabilities = probabilities / probabilities.sum()
     counts: dict[bytes, int] = {}
-    max_draws = 1000 * max(n_distinct, 1)
-    for _ in range(max_draws):
+    for _ in range(1000 * max(n_distinct, 1)):
         if len(counts) >= n_distinct:
             break
-        size = rng.choice(sizes, p=probabilities)
         mask = np.zeros(n_players, dtype=bool)
-        mask[rng.choice(n_players, size=size, replace=False)] = True
+        mask[rng.choice(n_players, size=rng.choice(sizes, p=probabilities), replace=False)] = True
         draws = [mask, ~mask] if paired else [mask]
-        new = sum(d.tobytes() not in counts for d in draws)
-        if len(counts) + new > n_distinct:
+        if len(counts) + sum(d.tobytes() not in counts for d in draws) > n_distinct:
             break
         for d in draws:
             counts[d.tobytes()] = counts.get(d.tobytes(), 0) + 1

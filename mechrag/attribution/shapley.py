@@ -29,8 +29,8 @@ from mechrag.attribution.sampling import (
     Oracle,
     ValueFn,
     all_masks,
+    kernel_coalitions,
     resolve_budget,
-    sample_kernel_coalitions,
     shapley_kernel,
 )
 
@@ -111,7 +111,8 @@ def _kernel_pool(
     """Non-trivial coalitions with weights, their ``v(S) - v(empty)`` and ``v(N) - v(empty)``.
 
     With a budget covering all ``2^n`` coalitions the pool is complete with exact kernel weights
-    (so Kernel SHAP is exact); otherwise it is sampled from the kernel (weights = draw counts).
+    (so Kernel SHAP is exact); otherwise whole size groups are enumerated while they fit and the
+    rest is sampled from the kernel (see ``kernel_coalitions``).
     """
     n = oracle.n_players
     empty, full = _endpoints(oracle)
@@ -119,7 +120,7 @@ def _kernel_pool(
         masks = all_masks(n)[1:-1]
         weights = shapley_kernel(masks.sum(1), n)
     else:
-        masks, weights = sample_kernel_coalitions(rng, n, oracle.budget - 2, paired)
+        masks, weights = kernel_coalitions(rng, n, oracle.budget - 2, paired)
     return masks, weights, oracle(masks) - empty, full - empty
 
 
