@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from mechrag.cli import main
@@ -71,3 +72,26 @@ def test_cli_reports_bad_input_without_writing(tmp_path, capsys):
     assert code == 2
     assert "context file" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("method", ["arc_jsd", "kernel_shap"])
+def test_cli_attribute_writes_table_json_and_chart(method, tiny_llama, tmp_path, monkeypatch):
+    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    context = tmp_path / "context.txt"
+    context.write_text("Alice went home.\n\nBob stayed at work.\n\nCarol flew to Rome.\n")
+    out = tmp_path / "out"
+    arguments = ["attribute", "--query", "Who flew?", "--context-file", str(context)]
+    arguments += ["--unit", "document", "--method", method, "--response", "Carol."]
+    assert (
+        main(
+            [*arguments, "--budget", "6", "--out", str(out)]
+            if method != "arc_jsd"
+            else [*arguments, "--out", str(out)]
+        )
+        == 0
+    )
+    table = pd.read_csv(out / f"attribution_{method}.csv")
+    assert table["source_id"].tolist() == ["d0", "d1", "d2"]
+    saved = Attribution.from_dict(json.loads((out / f"attribution_{method}.json").read_text()))
+    np.testing.assert_allclose(saved.scores, table["score"])
+    assert (out / f"attribution_{method}_scores.png").stat().st_size > 0
