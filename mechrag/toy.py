@@ -40,23 +40,38 @@ def byte_tokenizer(chat: bool = True):
 
 
 def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
-    """A randomly initialised two-layer causal LM of ``family`` ("llama" or "gpt2")."""
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    """A randomly initialised two-layer causal LM of ``family``.
+
+    "llama" (RMSNorm, RoPE, grouped-query attention), "mistral" (the same with a 32-token
+    sliding window) or "gpt2" (LayerNorm, learned positions, biases).
+    """
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        MistralConfig,
+        MistralForCausalLM,
+    )
 
     torch.manual_seed(seed)
+    llama_shape = dict(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        initializer_range=0.3,
+    )
     if family == "llama":
-        config = LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=2048,
-            tie_word_embeddings=False,
-            initializer_range=0.3,
-        )
+        config = LlamaConfig(**llama_shape)
         model = LlamaForCausalLM(config)
+    elif family == "mistral":
+        config = MistralConfig(**llama_shape, sliding_window=32)
+        model = MistralForCausalLM(config)
     elif family == "gpt2":
         config = GPT2Config(
             vocab_size=vocab_size,
@@ -68,7 +83,7 @@ def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
         )
         model = GPT2LMHeadModel(config)
     else:
-        raise ValueError(f"unknown tiny model family {family!r}: use 'llama' or 'gpt2'")
+        raise ValueError(f"unknown tiny model family {family!r}: use llama, mistral or gpt2")
     config.architectures = [type(model).__name__]
     return model.eval()
 

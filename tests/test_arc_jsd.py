@@ -142,25 +142,9 @@ def test_prefix_reuse_matches_plain_passes_on_the_embedded_model(smollm):
 
 
 def test_sliding_window_models_run_whole_sequences():
-    from transformers import MistralConfig, MistralForCausalLM
+    from mechrag.toy import tiny_model
 
-    from mechrag.models import wrap_hf_model
-    from mechrag.toy import byte_tokenizer
-
-    tokenizer = byte_tokenizer()
-    torch.manual_seed(0)
-    config = MistralConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        sliding_window=32,
-        max_position_embeddings=2048,
-        initializer_range=0.3,
-    )
-    model = wrap_hf_model(MistralForCausalLM(config).eval(), tokenizer, name="tiny-mistral")
+    model = tiny_model("mistral")
     engine = Engine(model, progress=False)
     assert not engine.reuse_prefix
     result = arc_jsd(model, QUERY, SENTENCES, response=RESPONSE, engine=engine)
