@@ -55,10 +55,10 @@ def print_ranking(attribution, k: int, gold=()) -> None:
 
 
 def cmd_attribute(args: argparse.Namespace) -> None:
-    sources = _read_context(args.context_file, args.unit)
     from mechrag import load_model
     from mechrag.attribution.api import attribute
 
+    sources = _read_context(args.context_file, args.unit)
     model = load_model(args.model)
     start = time.perf_counter()
     attribution = attribute(
@@ -100,13 +100,12 @@ COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
 
 
 def cmd_localize(args: argparse.Namespace) -> None:
+    from mechrag import load_model
+    from mechrag.mechanism import localize
     from mechrag.outputs import write_text_atomic
     from mechrag.plots import save_figure
 
     sources = _read_context(args.context_file, "sentence")
-    from mechrag import load_model
-    from mechrag.mechanism import localize
-
     model = load_model(args.model)
     result = localize(
         model,
@@ -130,52 +129,46 @@ def cmd_localize(args: argparse.Namespace) -> None:
         print(f"wrote plots and components.json to {out}")
 
 
+def _add_common(parser: argparse.ArgumentParser, max_new_tokens: int, out_help: str) -> None:
+    """Arguments every subcommand that explains a response takes."""
+    parser.add_argument("--model", default=None, help="HF id, local folder or .gguf")
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens)
+    parser.add_argument("--top-k", type=int, default=10)
+    parser.add_argument("--out", default=None, help=out_help)
+
+
+def _add_case(parser: argparse.ArgumentParser) -> None:
+    """Arguments naming the query, the context file and the response."""
+    parser.add_argument("--query", required=True)
+    parser.add_argument("--context-file", required=True, help="paragraphs split by blank lines")
+    parser.add_argument("--response", default=None, help="response to explain (default: generate)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mechrag", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     attribute = commands.add_parser("attribute", help="score the sources of a context file")
-    attribute.add_argument("--query", required=True)
-    attribute.add_argument(
-        "--context-file", required=True, help="text; paragraphs split by blank lines"
-    )
-    attribute.add_argument(
-        "--model", default=None, help="HF id, local folder or .gguf (default: embedded)"
-    )
+    _add_case(attribute)
+    _add_common(attribute, 64, "folder for the table, JSON and bar chart")
     attribute.add_argument("--method", default="arc_jsd", choices=ATTRIBUTION_METHODS)
     attribute.add_argument("--unit", choices=("sentence", "document"), default="sentence")
     attribute.add_argument(
-        "--budget", type=int, default=None, help="value calls for sampling methods"
+        "--budget", type=int, default=None, help="value calls (sampling methods)"
     )
-    attribute.add_argument(
-        "--response", default=None, help="response to explain (default: generate)"
-    )
-    attribute.add_argument("--max-new-tokens", type=int, default=64)
-    attribute.add_argument("--top-k", type=int, default=10)
-    attribute.add_argument("--out", default=None, help="folder for the table, JSON and bar chart")
     attribute.set_defaults(handler=cmd_attribute)
 
     localize = commands.add_parser(
         "localize", help="score attention heads and MLPs by logit-lens JSD when a source is removed"
     )
-    localize.add_argument("--query", required=True)
-    localize.add_argument("--context-file", required=True, help="paragraphs split by blank lines")
+    _add_case(localize)
+    _add_common(localize, 32, "folder for the plots and JSON")
     localize.add_argument("--source", default=None, help="source id to remove (default: top one)")
-    localize.add_argument(
-        "--response", default=None, help="response to explain (default: generate)"
-    )
-    localize.add_argument("--model", default=None)
-    localize.add_argument("--max-new-tokens", type=int, default=32)
-    localize.add_argument("--top-k", type=int, default=10)
-    localize.add_argument("--out", default=None, help="folder for the plots and JSON")
     localize.set_defaults(handler=cmd_localize)
 
     demo = commands.add_parser("demo", help="ARC-JSD on a shipped HotpotQA example")
-    demo.add_argument("--model", default=None)
-    demo.add_argument("--max-new-tokens", type=int, default=32)
-    demo.add_argument("--top-k", type=int, default=10)
-    demo.add_argument("--out", default="outputs/demo")
-    demo.set_defaults(handler=cmd_demo)
+    _add_common(demo, 32, "folder for the table, JSON and bar chart")
+    demo.set_defaults(handler=cmd_demo, out="outputs/demo")
     return parser
 
 
