@@ -48,7 +48,7 @@ class Result:
 
     @property
     def labels(self) -> list[str]:
-        """A short label per item, in score order (used by ``repr``, plots and highlights)."""
+        """A short label per item, in item order (used by ``repr``, plots and highlights)."""
         raise NotImplementedError
 
     def _item(self, index: int):
@@ -121,7 +121,8 @@ class Result:
                 plt.close(figure)
 
     def __repr__(self) -> str:
-        best = ", ".join(f"{self.labels[i]}={self.scores[i]:.4g}" for i in self.ranking[:3])
+        labels, scores = self.labels, self.scores
+        best = ", ".join(f"{labels[i]}={scores[i]:.4g}" for i in self.ranking[:3])
         return f"{type(self).__name__}(method={self.method!r}, {self._summary()}, top=[{best}])"
 
     def _summary(self) -> str:

@@ -36,9 +36,9 @@ def plot_scores(
     ``highlight``: item labels (``result.labels``) drawn in a contrasting colour; ``labels``:
     tick text per item (default ``result.labels``).
     """
-    order = result.ranking[: k or None]
-    labels = result.labels if labels is None else labels
-    marked = [result.labels[i] in set(highlight) for i in order]
+    order, names, highlight = result.ranking[: k or None], result.labels, set(highlight)
+    labels = names if labels is None else labels
+    marked = [names[i] in highlight for i in order]
     fig, ax = figure_and_axes(ax, (7.0, 0.32 * len(order) + 1.2))
     ax.barh(
         np.arange(len(order)),
