@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mechrag
-from mechrag import PMCSHAP, Case, KernelSHAP
+from mechrag import BetaShapley, Case, KernelSHAP
 from mechrag.attribution.estimators import ESTIMATORS
 from mechrag.attribution.shapley import exact_shapley
 
@@ -64,10 +64,10 @@ def test_configured_estimator_objects(case):
     paired = case.attribute(KernelSHAP(paired=True), budget=10, seed=3)
     assert paired.metadata["options"] == {"paired": True}
     assert case.attribute("kernel_shap").metadata["options"] == {"paired": False}
-    one_refit = case.attribute(PMCSHAP(refits=1), budget=10, seed=3)
-    default = case.attribute("pmc_shap", budget=10, seed=3)
-    assert one_refit.metadata["options"] == {"refits": 1, "fraction": 0.5}
-    assert not np.allclose(one_refit.scores, default.scores)  # the option reached the fit
+    shapley_weights = case.attribute(BetaShapley(alpha=1.0), budget=10, seed=3)
+    default = case.attribute("beta", budget=10, seed=3)
+    assert shapley_weights.metadata["options"]["alpha"] == 1.0
+    assert not np.allclose(shapley_weights.scores, default.scores)  # the option reached it
 
 
 def test_string_response_is_tokenised_as_a_continuation(tiny_llama):
