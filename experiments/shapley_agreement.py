@@ -10,7 +10,8 @@ to ``<tables>/<part>_d<d>/<id>.npz``. Resumable: finished cases are skipped.
 ``compare``: on every table, exact Shapley of the game (``logprob``: ``sum_t l_t``;
 ``token_prob``: ``exp l_t`` per token) against each estimator x budget x seed: Pearson, Kendall
 tau, top-1 agreement (same argmax as exact) and MSE (per-token games: on the ``[d, T]``
-matrix; ranking metrics on the token-summed scores). ``+loo`` estimators get the full, empty
+matrix; ranking metrics on the token-summed scores), split into squared bias and variance
+over seeds. ``+loo`` estimators get the full, empty
 and leave-one-out subsets (what ARC-JSD has already scored) as free ``known`` rows: their
 budget counts only new subsets. Writes ``runs.csv`` (one row per run), ``frontier.csv`` (mean
 and seed spread per estimator x budget) and the Pearson-vs-calls figure.
@@ -194,25 +195,34 @@ def compare_game(
     game = table_game(values)
     exact = exact_shapley(game, n)
     known = loo_rows(values, n)
-    rows = [{"method": "loo", "budget": n + 1, "seed": 0, "calls": n + 1}]
+    rows = [{"method": "loo", "budget": n + 1, "seed": 0, "calls": n + 1, "variance": 0.0}]
     rows[0].update(run_metrics(shapley_values(game, n, "loo"), exact))
+    rows[0]["bias2"] = rows[0]["mse"]
     for name, (method, options, uses_known) in estimators.items():
         for budget in budgets:
             if budget >= 2**n or (method in ("tmc", "beta") and budget < n + 1):
                 continue
+            group, estimates = [], []
             for seed in range(seeds):
                 asked: set[bytes] = set()
 
-                def counted(masks):
+                def counted(masks, asked=asked):
                     asked.update(row.tobytes() for row in masks)
                     return game(masks)
 
                 extra = {"known": known} if uses_known else {}
                 phi = shapley_values(counted, n, method, budget, seed, **options, **extra)
-                rows.append(
+                estimates.append(phi)
+                group.append(
                     {"method": name, "budget": budget, "seed": seed, "calls": len(asked)}
                     | run_metrics(phi, exact)
                 )
+            estimates = np.array(estimates)  # MSE = squared bias + variance over seeds
+            spread = {
+                "variance": float(estimates.var(0).mean()),
+                "bias2": float(((estimates.mean(0) - exact) ** 2).mean()),
+            }
+            rows.extend(row | spread for row in group)
     return rows, exact
 
 
@@ -221,19 +231,22 @@ def frontier(runs: pd.DataFrame) -> pd.DataFrame:
     deviation across seeds, averaged over games)."""
     metrics = ["pearson", "kendall", "top1", "mse"]
     keys = ["method", "budget"]
-    mean = runs.groupby(keys)[[*metrics, "calls"]].mean()
+    mean = runs.groupby(keys)[[*metrics, "variance", "bias2", "calls"]].mean()
     spread = runs.groupby([*keys, "game"])[metrics].std(ddof=0).groupby(keys).mean()
     table = mean.join(spread.add_suffix("_sd")).reset_index()
     table.insert(2, "games", runs.groupby(keys)["game"].nunique().values)
     return table
 
 
-def compare(tables: list[Path], value: str, budgets, seeds: int, out: Path, label: str) -> None:
+def compare(
+    tables: list[Path], value: str, methods, budgets, seeds: int, out: Path, label: str
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     runs = []
     for path in sorted(p for folder in tables for p in folder.glob("*.npz")):
         token_logprobs, meta = load_table(path)
-        rows, _ = compare_game(game_values(token_logprobs, value), ESTIMATORS, budgets, seeds)
+        estimators = {name: ESTIMATORS[name] for name in methods}
+        rows, _ = compare_game(game_values(token_logprobs, value), estimators, budgets, seeds)
         runs.extend(dict(row, game=meta["id"], kind=meta["kind"]) for row in rows)
         print(f"{meta['id']}: {len(rows)} runs", flush=True)
     runs = pd.DataFrame(runs)
@@ -264,6 +277,9 @@ def main() -> None:
     comparing.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
     comparing.add_argument("--seeds", type=int, default=10)
     comparing.add_argument("--label", default=None)
+    comparing.add_argument(
+        "--methods", nargs="+", choices=sorted(ESTIMATORS), default=sorted(ESTIMATORS)
+    )
     comparing.add_argument("--out", type=Path, default=Path("results/shapley_agreement"))
     args = parser.parse_args()
     if args.stage == "score":
@@ -278,7 +294,7 @@ def main() -> None:
         score(cases, folder, load_model(device="cpu"), args.max_new_tokens)
     else:
         label = args.label or "_".join(p.name for p in args.tables) + f"_{args.value}"
-        compare(args.tables, args.value, args.budgets, args.seeds, args.out, label)
+        compare(args.tables, args.value, args.methods, args.budgets, args.seeds, args.out, label)
 
 
 if __name__ == "__main__":
