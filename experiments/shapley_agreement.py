@@ -33,14 +33,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mechrag.attribution.sampling import all_masks
-from mechrag.attribution.shapley import exact_shapley, shapley_values
+from mechrag import Case, Engine, Source, load_model, shapley_values
 from mechrag.data import load_hotpotqa
 from mechrag.metrics import kendall_tau, pearson
 from mechrag.plots.agreement import plot_agreement
 from mechrag.plots.sources import save_figure
 from mechrag.scenarios import make_scenarios
-from mechrag.sources import Source
 
 # name -> (method, options, known rows: full, empty and leave-one-out subsets for free)
 ESTIMATORS = {
@@ -107,14 +105,15 @@ def scenario_cases(per_kind: int, documents: int, seed: int) -> list[dict]:
     return cases
 
 
+def all_subsets(n: int) -> np.ndarray:
+    """Every subset as a bool mask; row ``k`` has bit ``i`` of ``k`` as document ``i``."""
+    return ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+
+
 def subset_token_logprobs(model, case: dict, max_new_tokens: int) -> tuple[np.ndarray, str]:
     """``[2^d, T]`` log-probabilities of the response for every subset, and the response."""
-    from mechrag.attribution.context import AttributionTask
-    from mechrag.attribution.games import SubsetScorer
-    from mechrag.engine import Engine
-
     engine = Engine(model, max_batch_tokens=2048, progress=False)
-    task = AttributionTask.prepare(
+    rag_case = Case(
         model,
         case["query"],
         case["sources"],
@@ -122,8 +121,7 @@ def subset_token_logprobs(model, case: dict, max_new_tokens: int) -> tuple[np.nd
         max_new_tokens=max_new_tokens,
         engine=engine,
     )
-    masks = all_masks(task.builder.n_sources)
-    return SubsetScorer(task).token_logprobs(masks), task.response_text
+    return rag_case.token_logprobs(all_subsets(rag_case.n_sources)), rag_case.response_text
 
 
 def score(cases: list[dict], folder: Path, model, max_new_tokens: int) -> None:
@@ -193,7 +191,7 @@ def compare_game(
     """One row per estimator x budget x seed (``calls``: new subsets scored) and exact values."""
     n = int(np.log2(len(values)))
     game = table_game(values)
-    exact = exact_shapley(game, n)
+    exact = shapley_values(game, n, "exact")
     known = loo_rows(values, n)
     rows = [{"method": "loo", "budget": n + 1, "seed": 0, "calls": n + 1, "variance": 0.0}]
     rows[0].update(run_metrics(shapley_values(game, n, "loo"), exact))
@@ -284,8 +282,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.stage == "score":
         import torch
-
-        from mechrag.models import load_model
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
         make = shortened_hotpotqa if args.part == "hotpotqa" else scenario_cases
