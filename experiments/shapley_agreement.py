@@ -54,6 +54,8 @@ ESTIMATORS = {
     "kernel_shap_paired+loo": ("kernel_shap", {"paired": True}, True),
     "leverage_shap+loo": ("leverage_shap", {}, True),
     "pmc_shap+loo": ("pmc_shap", {}, True),
+    "pmc_shap_leverage": ("pmc_shap", {"sampling": "leverage"}, False),
+    "pmc_shap_leverage+loo": ("pmc_shap", {"sampling": "leverage"}, True),
 }
 BUDGETS = (16, 24, 32, 48, 64, 100)
 

@@ -52,3 +52,15 @@ def test_exact_on_a_complete_pool_and_refits_checked(method):
     np.testing.assert_allclose(shapley_values(game, 5, method, budget=32), exact, atol=1e-9)
     with pytest.raises(ValueError, match="refits"):
         shapley_values(game, 5, method, budget=20, refits=0)
+
+
+def test_leverage_pool_is_paired_budgeted_and_exact_when_complete():
+    seen = recorded_calls("pmc_shap", 9, 50, sampling="leverage")
+    keys = {row.tobytes() for row in seen}
+    assert len(seen) == len(keys) == 50
+    assert all((~np.frombuffer(k, dtype=bool)).tobytes() in keys for k in keys)
+    game = cubic_game(np.random.default_rng(4).normal(size=5))
+    phi = shapley_values(game, 5, "pmc_shap", budget=32, sampling="leverage")
+    np.testing.assert_allclose(phi, exact_shapley(game, 5), atol=1e-9)
+    with pytest.raises(ValueError, match="sampling"):
+        shapley_values(game, 5, "pmc_shap", budget=20, sampling="uniform")

@@ -109,6 +109,9 @@ def _constrained_wls(
     return np.linalg.lstsq(system, rhs, rcond=None)[0][:n]
 
 
+POOL_DESIGNS = ("kernel", "leverage")
+
+
 def _kernel_pool(
     oracle: Oracle, rng: np.random.Generator, paired: bool, design: str = "kernel"
 ) -> tuple[Masks, np.ndarray, np.ndarray, np.ndarray]:
@@ -213,10 +216,12 @@ def pmc_shap(
     seed: int = 0,
     refits: int = 100,
     fraction: float = 0.5,
+    sampling: str = "kernel",
     known: Known | None = None,
 ) -> Estimate:
     """Paired Monte-Carlo Kernel SHAP (RAG-E): one paired pool, ``refits`` fits on subsets of
-    its complement pairs, averaged.
+    its complement pairs, averaged. ``sampling``: how the pool is drawn, ``kernel`` (RAG-E,
+    see ``kernel_coalitions``) or ``leverage`` (Leverage SHAP's design and weights).
 
     The pool (``budget`` distinct coalitions, default ``min(2^n, 10 n)``) always holds the
     empty and full coalitions and each sampled coalition with its complement; it is scored once,
@@ -227,9 +232,11 @@ def pmc_shap(
     exactly, is not shrunk towards zero by a ridge penalty, and is exact on a complete pool.
     """
     _check_refits(refits, fraction)
+    if sampling not in POOL_DESIGNS:
+        raise ValueError(f"unknown sampling {sampling!r}: choose from {POOL_DESIGNS}")
     rng = np.random.default_rng(seed)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True, design=sampling)
     if oracle.covers_all():  # a complete pool: one fit is exact, refits only add noise
         return oracle.shape(_constrained_wls(masks, weights, targets, total))
     pairs = np.array([min(m.tobytes(), (~m).tobytes()) for m in masks])
