@@ -2,14 +2,18 @@
 
 ``value_fn(masks: bool[m, n]) -> float[m]`` (or ``float[m, T]`` for per-token games, estimated
 column by column). Every estimator is seeded, evaluates each coalition at most once and never
-more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``):
+more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``); ``known=(masks,
+values)`` hands it coalitions already scored (e.g. ARC-JSD's full, empty and leave-one-out
+subsets), which are free and do not count against the budget:
 
 - ``exact``: all ``2^n`` coalitions, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``;
 - ``loo``: ``v(N) - v(N \\ i)``;
 - ``kernel_shap``: Lundberg & Lee's weighted least squares with the Shapley kernel and the
   efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling;
+- ``leverage_shap``: Leverage SHAP (Musco & Witter, 2025), the same constrained regression on a
+  sample drawn by leverage score (uniform over sizes), paired, without replacement;
 - ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
-  fits on random halves of its pairs, averaged;
+  fits on random halves of its pairs, averaged; ``mc_shap``: the same without pairing;
 - ``tmc``: truncated Monte-Carlo permutation sampling (Ghorbani & Zou, 2019);
 - ``beta``: Beta(alpha, beta)-Shapley (Kwon & Zou, 2022), permutation sampling reweighted by
   coalition size;
@@ -377,8 +381,9 @@ def shapley_values(
     """Attribution of a cooperative game to its players: ``[n_players]`` or ``[n_players, T]``.
 
     ``budget``: distinct coalitions the estimator may evaluate (exact needs ``2^n``, LOO
-    ``n + 1``; a smaller budget is an error). ``options`` go to the estimator (``paired``,
-    ``refits``, ``fraction``, ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
+    ``n + 1``; a smaller budget is an error); ``known`` coalitions do not count. ``options`` go
+    to the estimator (``known``, ``paired``, ``refits``, ``fraction``, ``sampling``,
+    ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}: choose from {METHODS}")
