@@ -23,10 +23,9 @@ import time
 import numpy as np
 import torch
 
-from mechrag.attribution.api import attribute_task
-from mechrag.attribution.context import AttributionTask
+from mechrag import Case, load_model
 from mechrag.metrics import pearson
-from mechrag.models import converted_gguf_dir, embedded_gguf_path, load_model
+from mechrag.models import converted_gguf_dir, embedded_gguf_path
 from mechrag.prompts import DEFAULT_TEMPLATE, render_context
 from mechrag.scenarios import make_scenarios
 
@@ -97,14 +96,18 @@ def main() -> None:
     bridge = load_model(device="cpu")
     agree = {"ours_vs_package": [], "ours_vs_arc_jsd": [], "package_vs_arc_jsd": []}
     for case in make_scenarios(args.cases, args.seed, args.documents):
-        task = AttributionTask.prepare(bridge, case.query, case.sources, case.response)
+        # Separate cases, so neither method reuses subsets the other scored (fair timings).
         ours, t_ours = timed(
-            lambda task=task: attribute_task(task, "contextcite", args.ablations, args.seed).scores
+            lambda case=case: (
+                Case.from_example(bridge, case)
+                .attribute("contextcite", budget=args.ablations, seed=args.seed)
+                .scores
+            )
         )
-        arc, t_arc = timed(lambda task=task: attribute_task(task, "arc_jsd").scores)
+        arc, t_arc = timed(lambda case=case: Case.from_example(bridge, case).arc_jsd().scores)
         theirs, t_theirs = timed(
-            lambda case=case, response=task.response_text: package_scores(
-                hf_model, tokenizer, case, response, args.ablations, args.seed
+            lambda case=case: package_scores(
+                hf_model, tokenizer, case, case.response, args.ablations, args.seed
             )
         )
         tops = {"ours": ours.argmax(), "package": theirs.argmax(), "arc_jsd": arc.argmax()}
@@ -112,7 +115,7 @@ def main() -> None:
         agree["ours_vs_arc_jsd"].append(tops["ours"] == tops["arc_jsd"])
         agree["package_vs_arc_jsd"].append(tops["package"] == tops["arc_jsd"])
         keys = [case.sources[i].id for i in case.key_positions]
-        print(f"\n{case.id}: {case.query!r} -> {task.response_text!r} (keys {keys})")
+        print(f"\n{case.id}: {case.query!r} -> {case.response!r} (keys {keys})")
         for name, scores, seconds in (
             ("ours (contextcite)", ours, t_ours),
             ("context-cite pkg", theirs, t_theirs),

@@ -1,55 +1,66 @@
-"""Agreement of Shapley-family estimators with exact Shapley on HotpotQA and the scenarios.
+"""Agreement of Shapley-family estimators with exact Shapley on cached value tables.
 
-For each example the exact game (all ``2^d`` subsets of ``d`` documents) is scored once through
-the engine; every estimator then runs on that cached game with its own budget, so its agreement
-is measured on the same values and its cost is reported as ``calls x`` the measured seconds per
-subset (``model_seconds``) plus its own CPU time. Per-example rows are appended to
-``examples.jsonl`` as they finish; a rerun skips examples already there (resumable).
+Two stages, so the model runs once and every estimator comparison is pure numpy:
 
-CPU defaults (2-core laptop class): ``--documents 6`` (64 subsets per example; exact over the
-full 10 paragraphs would be 1,024 prompts of up to ~1,200 tokens) and HotpotQA paragraphs cut to
-one sentence (the first supporting fact of gold paragraphs, else the first sentence) with the
-title. Budgets at or above ``2^d`` make Kernel SHAP exact: read those rows accordingly.
+``score``: for each HotpotQA example (``documents`` one-sentence documents) or scenario case,
+score all ``2^d`` subsets once and save ``log P(r_t | q, S, r_<t)`` as a table
+``[2^d, T]`` (row ``k`` = the subset whose bit ``i`` is document ``i``) with the case's metadata
+to ``<tables>/<part>_d<d>/<id>.npz``. Resumable: finished cases are skipped.
 
-    python experiments/shapley_agreement.py --n 10 --documents 6 --scenarios-per-kind 3
+``compare``: on every table, exact Shapley of the game (``logprob``: ``sum_t l_t``;
+``token_prob``: ``exp l_t`` per token) against each estimator x budget x seed: Pearson, Kendall
+tau, top-1 agreement (same argmax as exact) and MSE (per-token games: on the ``[d, T]``
+matrix; ranking metrics on the token-summed scores), split into squared bias and variance
+over seeds. ``+loo`` estimators get the full, empty
+and leave-one-out subsets (what ARC-JSD has already scored) as free ``known`` rows: their
+budget counts only new subsets. Writes ``runs.csv`` (one row per run), ``frontier.csv`` (mean
+and seed spread per estimator x budget) and the Pearson-vs-calls figure.
+
+    python experiments/shapley_agreement.py score --part hotpotqa --n 6 --documents 8
+    python experiments/shapley_agreement.py score --part hotpotqa --n 4 --documents 10
+    python experiments/shapley_agreement.py score --part scenarios --n 1 --documents 8
+    python experiments/shapley_agreement.py compare --tables results/tables/hotpotqa_d8
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
-from mechrag.attribution.context import AttributionTask
-from mechrag.attribution.games import SubsetScorer
-from mechrag.attribution.sampling import all_masks
-from mechrag.attribution.shapley import exact_shapley, shapley_values
+from mechrag import Case, Engine, Source, load_model, shapley_values
 from mechrag.data import load_hotpotqa
-from mechrag.engine import Engine
-from mechrag.metrics import agreement, removal_top_k
-from mechrag.models import load_model
-from mechrag.plots.agreement import plot_agreement, plot_position_bias
+from mechrag.metrics import kendall_tau, pearson
+from mechrag.plots.agreement import plot_agreement
 from mechrag.plots.sources import save_figure
-from mechrag.scenarios import key_order_outcome, make_scenarios
-from mechrag.sources import Source
+from mechrag.scenarios import make_scenarios
 
-# name -> (estimator, game value, options)
+# name -> (method, options, known rows: full, empty and leave-one-out subsets for free)
 ESTIMATORS = {
-    "loo": ("loo", "logprob", {}),
-    "kernel_shap": ("kernel_shap", "logprob", {}),
-    "kernel_shap_paired": ("kernel_shap", "logprob", {"paired": True}),
-    "pmc_shap": ("pmc_shap", "logprob", {}),
-    "tmc": ("tmc", "logprob", {}),
-    "beta": ("beta", "logprob", {}),
-    "contextcite": ("contextcite", "logprob", {}),
-    "contextcite_logit": ("contextcite", "logit_prob", {}),
+    "kernel_shap": ("kernel_shap", {}, False),
+    "kernel_shap_paired": ("kernel_shap", {"paired": True}, False),
+    "leverage_shap": ("leverage_shap", {}, False),
+    "leverage_shap_unpaired": ("leverage_shap", {"paired": False}, False),
+    "pmc_shap": ("pmc_shap", {}, False),
+    "mc_shap": ("mc_shap", {}, False),
+    "tmc": ("tmc", {}, False),
+    "beta": ("beta", {}, False),
+    "contextcite": ("contextcite", {}, False),
+    "kernel_shap_paired+loo": ("kernel_shap", {"paired": True}, True),
+    "leverage_shap+loo": ("leverage_shap", {}, True),
+    "pmc_shap+loo": ("pmc_shap", {}, True),
+    "pmc_shap_leverage": ("pmc_shap", {"sampling": "leverage"}, False),
+    "pmc_shap_leverage+loo": ("pmc_shap", {"sampling": "leverage"}, True),
 }
-K_VALUES = (1, 2)
+BUDGETS = (16, 24, 32, 48, 64, 100)
+
+
+# --- stage 1: score every subset once -------------------------------------------------------
 
 
 def shortened_hotpotqa(n: int, documents: int, seed: int) -> list[dict]:
@@ -96,10 +107,15 @@ def scenario_cases(per_kind: int, documents: int, seed: int) -> list[dict]:
     return cases
 
 
-def evaluate(model, case: dict, budgets, seeds: int, max_new_tokens: int) -> dict:
-    """Exact game, removal top-k and every estimator x budget x seed for one case."""
+def all_subsets(n: int) -> np.ndarray:
+    """Every subset as a bool mask; row ``k`` has bit ``i`` of ``k`` as document ``i``."""
+    return ((np.arange(2**n)[:, None] >> np.arange(n)) & 1).astype(bool)
+
+
+def subset_token_logprobs(model, case: dict, max_new_tokens: int) -> tuple[np.ndarray, str]:
+    """``[2^d, T]`` log-probabilities of the response for every subset, and the response."""
     engine = Engine(model, max_batch_tokens=2048, progress=False)
-    task = AttributionTask.prepare(
+    rag_case = Case(
         model,
         case["query"],
         case["sources"],
@@ -107,153 +123,176 @@ def evaluate(model, case: dict, budgets, seeds: int, max_new_tokens: int) -> dic
         max_new_tokens=max_new_tokens,
         engine=engine,
     )
-    scorer = SubsetScorer(task)
-    n = scorer.n_sources
-    start = time.perf_counter()
-    scorer.token_logprobs(all_masks(n))
-    per_call = (time.perf_counter() - start) / 2**n
-    exact = exact_shapley(scorer.game("logprob"), n)
-    removal = {k: removal_top_k(scorer.game("logprob"), n, k) for k in K_VALUES}
-    rows, scores = [], {"exact": exact.tolist()}
-    for name, (method, value, options) in ESTIMATORS.items():
-        for budget in budgets:
-            for seed in range(seeds):
-                game, asked = scorer.game(value), set()
+    return rag_case.token_logprobs(all_subsets(rag_case.n_sources)), rag_case.response_text
 
-                def counted(masks, game=game, asked=asked):
-                    asked.update(row.tobytes() for row in masks)
-                    return game(masks)
 
-                tic = time.perf_counter()
-                phi = shapley_values(counted, n, method, budget, seed, **options)
-                cpu = time.perf_counter() - tic
-                calls = len(asked)
-                row = {
-                    "method": name,
-                    "budget": budget,
-                    "seed": seed,
-                    "calls": calls,
-                    "model_seconds": calls * per_call + cpu,
-                    **agreement(phi, exact, removal),
-                }
-                rows.append(row)
-                scores[f"{name}@{budget}#{seed}"] = phi.tolist()
+def score(cases: list[dict], folder: Path, model, max_new_tokens: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        path = folder / f"{case['id']}.npz"
+        if path.exists():
+            continue
+        tic = time.perf_counter()
+        logprobs, response = subset_token_logprobs(model, case, max_new_tokens)
+        meta = {
+            "id": case["id"],
+            "kind": case["kind"],
+            "query": case["query"],
+            "sources": [source.id for source in case["sources"]],
+            "gold": case.get("gold"),
+            "key_positions": case.get("key_positions"),
+            "response": response,
+            "seconds": time.perf_counter() - tic,
+        }
+        np.savez(path, token_logprobs=logprobs, meta=json.dumps(meta))
+        print(f"{case['id']}: {logprobs.shape} in {meta['seconds']:.0f} s", flush=True)
+
+
+# --- stage 2: estimators on the cached tables -----------------------------------------------
+
+
+def load_table(path: Path) -> tuple[np.ndarray, dict]:
+    with np.load(path) as data:
+        return data["token_logprobs"], json.loads(str(data["meta"]))
+
+
+def table_game(values: np.ndarray):
+    """The value function of a ``[2^n]`` or ``[2^n, T]`` table indexed by subset code."""
+    n = int(np.log2(len(values)))
+    codes = 1 << np.arange(n)
+    return lambda masks: values[np.asarray(masks, dtype=int) @ codes]
+
+
+def game_values(token_logprobs: np.ndarray, value: str) -> np.ndarray:
+    if value == "logprob":
+        return token_logprobs.sum(1)
+    if value == "token_prob":
+        return np.exp(token_logprobs)
+    raise ValueError(f"unknown value {value!r}: use logprob or token_prob")
+
+
+def loo_rows(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Full, empty and leave-one-out subsets with their values."""
+    masks = np.vstack([np.ones((1, n), bool), np.zeros((1, n), bool), ~np.eye(n, dtype=bool)])
+    return masks, table_game(values)(masks)
+
+
+def run_metrics(phi: np.ndarray, exact: np.ndarray) -> dict:
+    summed, reference = (phi.sum(1), exact.sum(1)) if phi.ndim == 2 else (phi, exact)
     return {
-        "id": case["id"],
-        "kind": case["kind"],
-        "n_documents": n,
-        "response": task.response_text,
-        "seconds_per_subset": per_call,
-        "exact_seconds": per_call * 2**n,
-        "key_positions": case.get("key_positions"),
-        "removal": {str(k): v.tolist() for k, v in removal.items()},
-        "rows": rows,
-        "scores": scores,
+        "pearson": pearson(summed, reference),
+        "kendall": kendall_tau(summed, reference),
+        "top1": float(np.argmax(summed) == np.argmax(reference)),
+        "mse": float(np.mean((phi - exact) ** 2)),
     }
 
 
-def run(cases: list[dict], path: Path, model, budgets, seeds: int, max_new_tokens: int) -> None:
-    done = set()
-    if path.exists():
-        done = {json.loads(line)["id"] for line in path.read_text().splitlines() if line.strip()}
-    from tqdm.auto import tqdm
+def compare_game(
+    values: np.ndarray, estimators: dict, budgets, seeds: int
+) -> tuple[list[dict], np.ndarray]:
+    """One row per estimator x budget x seed (``calls``: new subsets scored) and exact values."""
+    n = int(np.log2(len(values)))
+    game = table_game(values)
+    exact = shapley_values(game, n, "exact")
+    known = loo_rows(values, n)
+    rows = [{"method": "loo", "budget": n + 1, "seed": 0, "calls": n + 1, "variance": 0.0}]
+    rows[0].update(run_metrics(shapley_values(game, n, "loo"), exact))
+    rows[0]["bias2"] = rows[0]["mse"]
+    for name, (method, options, uses_known) in estimators.items():
+        for budget in budgets:
+            if budget >= 2**n or (method in ("tmc", "beta") and budget < n + 1):
+                continue
+            group, estimates = [], []
+            for seed in range(seeds):
+                asked: set[bytes] = set()
 
-    for case in tqdm([c for c in cases if c["id"] not in done], desc=path.stem):
-        result = evaluate(model, case, budgets, seeds, max_new_tokens)
-        with path.open("a") as handle:
-            handle.write(json.dumps(result) + "\n")
+                def counted(masks, asked=asked):
+                    asked.update(row.tobytes() for row in masks)
+                    return game(masks)
+
+                extra = {"known": known} if uses_known else {}
+                phi = shapley_values(counted, n, method, budget, seed, **options, **extra)
+                estimates.append(phi)
+                group.append(
+                    {"method": name, "budget": budget, "seed": seed, "calls": len(asked)}
+                    | run_metrics(phi, exact)
+                )
+            estimates = np.array(estimates)  # MSE = squared bias + variance over seeds
+            spread = {
+                "variance": float(estimates.var(0).mean()),
+                "bias2": float(((estimates.mean(0) - exact) ** 2).mean()),
+            }
+            rows.extend(row | spread for row in group)
+    return rows, exact
 
 
-def summarise(path: Path) -> tuple[pd.DataFrame, list[dict]]:
-    """Mean agreement per method x budget (over examples and seeds) and the raw results."""
-    results = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [dict(row, id=r["id"], kind=r["kind"]) for r in results for row in r["rows"]]
-    frame = pd.DataFrame(rows)
-    metrics = [c for c in frame.columns if c not in ("method", "budget", "seed", "id", "kind")]
-    table = frame.groupby(["method", "budget"], as_index=False)[metrics].mean()
-    table.insert(2, "examples", frame.groupby(["method", "budget"])["id"].nunique().values)
-    return table, results
+def frontier(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean over games and seeds per method x budget; ``*_sd``: the spread over seeds (standard
+    deviation across seeds, averaged over games)."""
+    metrics = ["pearson", "kendall", "top1", "mse"]
+    keys = ["method", "budget"]
+    mean = runs.groupby(keys)[[*metrics, "variance", "bias2", "calls"]].mean()
+    spread = runs.groupby([*keys, "game"])[metrics].std(ddof=0).groupby(keys).mean()
+    table = mean.join(spread.add_suffix("_sd")).reset_index()
+    table.insert(2, "games", runs.groupby(keys)["game"].nunique().values)
+    return table
 
 
-def scenario_bias(results: list[dict], budgets) -> pd.DataFrame:
-    """Position-bias outcome per case and method (exact, each estimator x budget, seed 0)."""
-    by_id = {r["id"]: r for r in results}
-    keys = ["exact"] + [f"{name}@{b}#0" for name in ESTIMATORS for b in budgets]
-    rows = []
-    for result in results:
-        swapped = by_id.get(f"{result['id']}-swapped")
-        if swapped is None:
-            continue
-        for key in keys:
-            outcome = key_order_outcome(
-                tuple(result["key_positions"]),
-                np.array(result["scores"][key]),
-                np.array(swapped["scores"][key]),
-            )
-            rows.append(
-                {
-                    "case": result["id"],
-                    "kind": result["kind"],
-                    "method": key.replace("#0", ""),
-                    **outcome,
-                }
-            )
-    return pd.DataFrame(rows)
+def compare(
+    tables: list[Path], value: str, methods, budgets, seeds: int, out: Path, label: str
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for path in sorted(p for folder in tables for p in folder.glob("*.npz")):
+        token_logprobs, meta = load_table(path)
+        estimators = {name: ESTIMATORS[name] for name in methods}
+        rows, _ = compare_game(game_values(token_logprobs, value), estimators, budgets, seeds)
+        runs.extend(dict(row, game=meta["id"], kind=meta["kind"]) for row in rows)
+        print(f"{meta['id']}: {len(rows)} runs", flush=True)
+    runs = pd.DataFrame(runs)
+    runs.to_csv(out / f"{label}_runs.csv", index=False)
+    table = frontier(runs)
+    table.to_csv(out / f"{label}_frontier.csv", index=False)
+    with pd.option_context("display.width", 200, "display.max_rows", 500):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    save_figure(
+        plot_agreement(table, metrics=("pearson", "kendall", "top1"), title=label),
+        out / f"{label}_frontier",
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=10, help="HotpotQA examples")
-    parser.add_argument("--documents", type=int, default=6, help="documents per example")
-    parser.add_argument("--scenarios-per-kind", type=int, default=3)
-    parser.add_argument("--scenario-documents", type=int, default=6)
-    parser.add_argument("--budgets", type=int, nargs="+", default=[32, 64, 100])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--parts", nargs="+", default=["hotpotqa", "scenarios"])
-    parser.add_argument("--out", type=Path, default=Path("results/shapley_agreement"))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--seed", type=int, default=0)
+    stages = parser.add_subparsers(dest="stage", required=True)
+    scoring = stages.add_parser("score", help="score every subset once into value tables")
+    scoring.add_argument("--part", choices=["hotpotqa", "scenarios"], default="hotpotqa")
+    scoring.add_argument("--n", type=int, default=6, help="examples (scenarios: per kind)")
+    scoring.add_argument("--documents", type=int, default=8)
+    scoring.add_argument("--max-new-tokens", type=int, default=16)
+    scoring.add_argument("--seed", type=int, default=0)
+    scoring.add_argument("--tables", type=Path, default=Path("results/tables"))
+    comparing = stages.add_parser("compare", help="estimators against exact on value tables")
+    comparing.add_argument("--tables", type=Path, nargs="+", required=True)
+    comparing.add_argument("--value", choices=["logprob", "token_prob"], default="logprob")
+    comparing.add_argument("--budgets", type=int, nargs="+", default=list(BUDGETS))
+    comparing.add_argument("--seeds", type=int, default=10)
+    comparing.add_argument("--label", default=None)
+    comparing.add_argument(
+        "--methods", nargs="+", choices=sorted(ESTIMATORS), default=sorted(ESTIMATORS)
+    )
+    comparing.add_argument("--out", type=Path, default=Path("results/shapley_agreement"))
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = load_model(device="cpu")
-    for part in args.parts:
-        if part == "hotpotqa":
-            cases = shortened_hotpotqa(args.n, args.documents, args.seed)
-        elif part == "scenarios":
-            cases = scenario_cases(args.scenarios_per_kind, args.scenario_documents, args.seed)
-        else:
-            raise SystemExit(f"unknown part {part!r}: use hotpotqa or scenarios")
-        path = args.out / f"{part}_examples.jsonl"
-        run(cases, path, model, args.budgets, args.seeds, args.max_new_tokens)
-        table, results = summarise(path)
-        table.to_csv(args.out / f"{part}_agreement.csv", index=False)
-        exact_s = np.mean([r["exact_seconds"] for r in results])
-        print(f"\n{part}: {table['examples'].max()} examples, exact game {exact_s:.1f} s each")
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-        save_figure(
-            plot_agreement(table, title=f"{part}: agreement with exact Shapley"),
-            args.out / f"{part}_agreement",
-        )
-        if part == "scenarios":
-            bias = scenario_bias(results, args.budgets)
-            summary = bias.groupby(["method", "kind"], as_index=False)[
-                ["follows_position", "follows_content", "earlier_wins_both", "keys_top2"]
-            ].mean()
-            summary.to_csv(args.out / "position_bias.csv", index=False)
-            print("\nposition bias (share of cases):")
-            print(summary.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
-            save_figure(
-                plot_position_bias(
-                    summary[
-                        summary["method"].isin(
-                            ["exact", "loo@32", "kernel_shap@32", "pmc_shap@32", "contextcite@32"]
-                        )
-                    ]
-                ),
-                args.out / "position_bias",
-            )
+    if args.stage == "score":
+        import torch
+
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+        make = shortened_hotpotqa if args.part == "hotpotqa" else scenario_cases
+        cases = make(args.n, args.documents, args.seed)
+        folder = args.tables / f"{args.part}_d{args.documents}"
+        score(cases, folder, load_model(device="cpu"), args.max_new_tokens)
+    else:
+        label = args.label or "_".join(p.name for p in args.tables) + f"_{args.value}"
+        compare(args.tables, args.value, args.methods, args.budgets, args.seeds, args.out, label)
 
 
 if __name__ == "__main__":

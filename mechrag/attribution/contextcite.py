@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float
 
-from mechrag.attribution.sampling import Oracle, ValueFn, resolve_budget
+from mechrag.attribution.sampling import Known, Oracle, ValueFn, resolve_budget
 
 
 def lasso(
@@ -62,15 +62,17 @@ def contextcite_surrogate(
     seed: int = 0,
     keep_prob: float = 0.5,
     l1: float = 0.01,
+    known: Known | None = None,
 ) -> Float[np.ndarray, " n_players"]:
     """LASSO weights of ``value_fn`` on ``budget`` random keep-masks (per column if ``[m, T]``).
 
-    Repeated masks are evaluated once but kept as rows of the regression.
+    Repeated masks are evaluated once but kept as rows of the regression; ``known`` coalitions
+    are free when drawn.
     """
     if not 0 < keep_prob < 1:
         raise ValueError(f"keep_prob must be in (0, 1), got {keep_prob}")
     budget = resolve_budget(budget, n_players)
-    oracle = Oracle(value_fn, n_players, budget)
+    oracle = Oracle(value_fn, n_players, budget, known)
     masks = np.random.default_rng(seed).random((budget, n_players)) < keep_prob
     values = oracle(masks)
     weights = np.stack([lasso(masks, column, l1)[0] for column in values.T], axis=1)

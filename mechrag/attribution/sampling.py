@@ -16,6 +16,7 @@ from scipy.special import comb
 
 Masks = Bool[np.ndarray, "n_masks n_players"]
 ValueFn = Callable[[Masks], np.ndarray]
+Known = tuple[Masks, np.ndarray]  # coalitions already scored: masks [k, n], values [k] or [k, T]
 MAX_EXACT_PLAYERS = 16
 
 
@@ -56,9 +57,16 @@ def shapley_kernel(sizes: np.ndarray, n_players: int) -> np.ndarray:
 
 
 class Oracle:
-    """Memoised, budget-checked access to ``value_fn``; values are kept as ``[m, K]`` rows."""
+    """Memoised, budget-checked access to ``value_fn``; values are kept as ``[m, K]`` rows.
 
-    def __init__(self, value_fn: ValueFn, n_players: int, budget: int) -> None:
+    ``known``: coalitions already scored elsewhere (masks ``[k, n]`` and values ``[k]`` or
+    ``[k, T]``, e.g. the full, empty and leave-one-out subsets of ARC-JSD): served from the cache
+    for free; ``budget`` counts only coalitions evaluated here.
+    """
+
+    def __init__(
+        self, value_fn: ValueFn, n_players: int, budget: int, known: Known | None = None
+    ) -> None:
         if not callable(value_fn):
             raise TypeError("value_fn must be callable: masks bool[m, n] -> values [m] or [m, T]")
         if n_players < 1:
@@ -70,11 +78,18 @@ class Oracle:
         self.value_fn, self.n_players, self.budget = value_fn, n_players, budget
         self.cache: dict[bytes, np.ndarray] = {}
         self.tail: tuple[int, ...] | None = None
+        if known is not None:
+            self._store(*known)
+        self.known = frozenset(self.cache)
 
     @property
     def calls(self) -> int:
-        """Distinct coalitions evaluated so far."""
-        return len(self.cache)
+        """Distinct coalitions evaluated so far (known ones excluded)."""
+        return len(self.cache) - len(self.known)
+
+    def covers_all(self) -> bool:
+        """Whether the budget reaches every coalition not already known (an exact fit)."""
+        return self.budget >= 2**self.n_players - len(self.known)
 
     @property
     def remaining(self) -> int:
@@ -92,49 +107,79 @@ class Oracle:
             )
         if missing:
             rows = np.stack([np.frombuffer(k, dtype=bool) for k in missing])
-            values = np.asarray(self.value_fn(rows), dtype=np.float64)
-            if values.ndim not in (1, 2) or values.shape[0] != len(rows):
-                raise ValueError(
-                    f"value_fn returned shape {values.shape} for {len(rows)} masks: "
-                    "expected [m] or [m, T]"
-                )
-            if not np.all(np.isfinite(values)):
-                raise ValueError("value_fn returned non-finite values")
-            if self.tail is None:
-                self.tail = values.shape[1:]
-            for key, value in zip(missing, values.reshape(len(rows), -1)):
-                self.cache[key] = value
+            self._store(rows, self.value_fn(rows))
         return np.stack([self.cache[k] for k in keys])
+
+    def _store(self, masks: Masks, values: np.ndarray) -> None:
+        masks = np.asarray(masks, dtype=bool).reshape(-1, self.n_players)
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim not in (1, 2) or values.shape[0] != len(masks):
+            raise ValueError(
+                f"value_fn returned shape {values.shape} for {len(masks)} masks: "
+                "expected [m] or [m, T]"
+            )
+        if not np.all(np.isfinite(values)):
+            raise ValueError("value_fn returned non-finite values")
+        if self.tail is None:
+            self.tail = values.shape[1:]
+        elif values.shape[1:] != self.tail:
+            raise ValueError(f"values of shape {values.shape[1:]} after {self.tail}")
+        for row, value in zip(masks, values.reshape(len(masks), -1)):
+            self.cache[row.tobytes()] = value
 
     def shape(self, flat: np.ndarray) -> np.ndarray:
         """``[n, K]`` estimates back to ``[n]`` (scalar game) or ``[n, T]`` (per-token game)."""
         return flat.reshape((flat.shape[0], *self.tail))
 
 
+def _size_groups(n_players: int) -> list[list[int]]:
+    """Coalition sizes in complement groups ``{s, n - s}``, smallest (fewest coalitions) first."""
+    return [sorted({s, n_players - s}) for s in range(1, n_players // 2 + 1)]
+
+
+def _enumerate_groups(
+    n_players: int, n_new: int, known: frozenset[bytes]
+) -> tuple[list[np.ndarray], list[list[int]], int]:
+    """Enumerate whole size groups, smallest first, while their not-yet-known members fit in
+    ``n_new``; return the enumerated coalitions, the groups left over and the budget left."""
+    groups, enumerated, left = _size_groups(n_players), [], n_new
+    while groups:
+        population = sum(comb(n_players, s, exact=True) for s in groups[0])
+        if population - len(known) > left:  # cheap bound before listing the members
+            break
+        members = [row for s in groups[0] for row in _coalitions_of_size(n_players, s)]
+        cost = sum(row.tobytes() not in known for row in members)
+        if cost > left:
+            break
+        enumerated.extend(members)
+        left -= cost
+        groups.pop(0)
+    return enumerated, groups, left
+
+
 def kernel_coalitions(
-    rng: np.random.Generator, n_players: int, n_distinct: int, paired: bool = False
+    rng: np.random.Generator,
+    n_players: int,
+    n_distinct: int,
+    paired: bool = False,
+    known: frozenset[bytes] = frozenset(),
 ) -> tuple[Masks, Float[np.ndarray, " n_masks"]]:
-    """At most ``n_distinct`` non-trivial coalitions with Shapley-kernel regression weights.
+    """Non-trivial coalitions, at most ``n_distinct`` of them not in ``known``, with
+    Shapley-kernel regression weights.
 
     As in Lundberg & Lee's implementation, whole size groups ``{s, n - s}`` are enumerated with
     their exact kernel weights while they fit, heaviest (smallest ``s``) first; the remaining
     budget samples coalitions of the remaining sizes from the kernel, and their draw counts share
     the remaining sizes' kernel mass. A budget covering every coalition is thus exact, and no
-    size group is over-weighted by sampling.
+    size group is over-weighted by sampling. ``known`` coalitions cost nothing.
     """
-    groups = [sorted({s, n_players - s}) for s in range(1, n_players // 2 + 1)]
-    enumerated: list[np.ndarray] = []
-    left = n_distinct
-    while groups and sum(comb(n_players, s, exact=True) for s in groups[0]) <= left:
-        for size in groups.pop(0):
-            enumerated.extend(_coalitions_of_size(n_players, size))
-            left -= comb(n_players, size, exact=True)
+    enumerated, groups, left = _enumerate_groups(n_players, n_distinct, known)
     masks = np.array(enumerated, dtype=bool).reshape(-1, n_players)
     weights = shapley_kernel(masks.sum(1), n_players)
     sizes = np.array([s for group in groups for s in group], dtype=int)
     if left <= 0 or len(sizes) == 0:
         return masks, weights
-    sampled, counts = _sample_sizes(rng, n_players, sizes, left, paired)
+    sampled, counts = _sample_sizes(rng, n_players, sizes, left, paired, known)
     group_mass = (n_players - 1) / (sizes * (n_players - sizes))  # kernel mass of each size
     sampled_weights = group_mass.sum() * counts / counts.sum() if len(counts) else counts
     return np.concatenate([masks, sampled]), np.concatenate([weights, sampled_weights])
@@ -149,25 +194,106 @@ def _coalitions_of_size(n_players: int, size: int) -> list[np.ndarray]:
     return rows
 
 
+def _random_coalition(rng: np.random.Generator, n_players: int, size: int) -> np.ndarray:
+    mask = np.zeros(n_players, dtype=bool)
+    mask[rng.choice(n_players, size=size, replace=False)] = True
+    return mask
+
+
 def _sample_sizes(
-    rng: np.random.Generator, n_players: int, sizes: np.ndarray, n_distinct: int, paired: bool
+    rng: np.random.Generator,
+    n_players: int,
+    sizes: np.ndarray,
+    n_new: int,
+    paired: bool,
+    known: frozenset[bytes],
 ) -> tuple[Masks, np.ndarray]:
-    """Draw coalitions (size ∝ kernel mass, then uniform members) until ``n_distinct`` are seen;
-    return them with their draw counts. ``paired`` adds each draw's complement too."""
+    """Draw coalitions (size ∝ kernel mass, then uniform members) until ``n_new`` not in
+    ``known`` are seen; return them with their draw counts. ``paired`` adds each complement."""
     probabilities = (n_players - 1) / (sizes * (n_players - sizes))
     probabilities = probabilities / probabilities.sum()
     counts: dict[bytes, int] = {}
-    for _ in range(1000 * max(n_distinct, 1)):
-        if len(counts) >= n_distinct:
+    new = 0
+    for _ in range(1000 * max(n_new, 1)):
+        if new >= n_new:
             break
-        mask = np.zeros(n_players, dtype=bool)
-        mask[rng.choice(n_players, size=rng.choice(sizes, p=probabilities), replace=False)] = True
-        draws = [mask, ~mask] if paired else [mask]
-        if len(counts) + sum(d.tobytes() not in counts for d in draws) > n_distinct:
+        mask = _random_coalition(rng, n_players, rng.choice(sizes, p=probabilities))
+        draws = [d.tobytes() for d in ([mask, ~mask] if paired else [mask])]
+        fresh = {d for d in draws if d not in counts and d not in known}
+        if new + len(fresh) > n_new:
             break
+        new += len(fresh)
         for d in draws:
-            counts[d.tobytes()] = counts.get(d.tobytes(), 0) + 1
+            counts[d] = counts.get(d, 0) + 1
     if not counts:
         return np.zeros((0, n_players), dtype=bool), np.zeros(0)
     masks = np.stack([np.frombuffer(k, dtype=bool) for k in counts])
     return masks, np.array(list(counts.values()), dtype=float)
+
+
+def _systematic_round(targets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Integers ``k`` with ``E[k] = targets``, each ``floor`` or ``ceil``, summing to
+    ``round(sum(targets))`` (systematic sampling of the fractional parts)."""
+    floors = np.floor(targets)
+    cumulative = np.concatenate([[0.0], np.cumsum(targets - floors)]) + rng.random()
+    return (floors + np.diff(np.floor(cumulative))).astype(int)
+
+
+def leverage_coalitions(
+    rng: np.random.Generator,
+    n_players: int,
+    n_new: int,
+    paired: bool = True,
+    known: frozenset[bytes] = frozenset(),
+) -> tuple[Masks, Float[np.ndarray, " n_masks"]]:
+    """Leverage SHAP's design (Musco & Witter, 2025): non-trivial coalitions, at most ``n_new``
+    not in ``known``, with importance-weighted Shapley-kernel regression weights.
+
+    Whole size groups ``{s, n - s}`` are enumerated while they fit (exact kernel weights), as in
+    :func:`kernel_coalitions`. The rest is drawn by leverage score: a coalition of size ``s`` has
+    leverage ``1 / C(n, s)`` in the constrained kernel regression, so every remaining size gets
+    the same expected number ``t_s`` of coalitions (randomised rounding, so the budget is met
+    exactly), drawn uniformly *without replacement* within the size; ``paired`` draws a
+    coalition with its complement (same size group, same leverage). Each coalition of size ``s``
+    is then in the sample with probability ``pi_s = t_s / C(n, s)``, and its regression weight is
+    the Horvitz-Thompson ``kernel(s) / pi_s``: the weighted normal equations are unbiased for
+    the full ones, whatever the realised counts, and a complete sample is exact.
+    """
+    enumerated, groups, left = _enumerate_groups(n_players, n_new, known)
+    masks = np.array(enumerated, dtype=bool).reshape(-1, n_players)
+    weights = shapley_kernel(masks.sum(1), n_players)
+    sizes = [s for group in groups for s in group]
+    if left < (2 if paired else 1) or not sizes:
+        return masks, weights
+    if paired:  # units are complement pairs: one per size for {s, n-s}, two of size n/2
+        units = np.array([len(group) / 2 for group in groups]) / len(sizes) * (left // 2) * 2
+        per_size = np.array([1.0 if len(group) == 2 else 2.0 for group in groups])
+    else:
+        groups = [[s] for s in sizes]
+        units = np.full(len(sizes), left / len(sizes))
+        per_size = np.ones(len(sizes))
+    drawn, drawn_weights = [], []
+    for group, target, count, multiplicity in zip(
+        groups, units, _systematic_round(units, rng), per_size
+    ):
+        inclusion = target * multiplicity / comb(n_players, group[0])  # same for n - s
+        for mask in _distinct_draws(rng, n_players, group[0], count, paired):
+            for row in [mask, ~mask] if paired else [mask]:
+                drawn.append(row)
+                drawn_weights.append(shapley_kernel(row.sum(), n_players) / inclusion)
+    if not drawn:
+        return masks, weights
+    return np.concatenate([masks, np.array(drawn)]), np.concatenate([weights, drawn_weights])
+
+
+def _distinct_draws(
+    rng: np.random.Generator, n_players: int, size: int, count: int, paired: bool
+) -> list[np.ndarray]:
+    """``count`` distinct uniform coalitions of ``size`` (distinct complement pairs if
+    ``paired``), by rejection; ``count`` stays below the population by construction."""
+    seen: dict[bytes, np.ndarray] = {}
+    while len(seen) < count:
+        mask = _random_coalition(rng, n_players, size)
+        key = min(mask.tobytes(), (~mask).tobytes()) if paired else mask.tobytes()
+        seen.setdefault(key, mask)
+    return list(seen.values())

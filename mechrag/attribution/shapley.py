@@ -2,14 +2,18 @@
 
 ``value_fn(masks: bool[m, n]) -> float[m]`` (or ``float[m, T]`` for per-token games, estimated
 column by column). Every estimator is seeded, evaluates each coalition at most once and never
-more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``):
+more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``); ``known=(masks,
+values)`` hands it coalitions already scored (e.g. ARC-JSD's full, empty and leave-one-out
+subsets), which are free and do not count against the budget:
 
 - ``exact``: all ``2^n`` coalitions, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``;
 - ``loo``: ``v(N) - v(N \\ i)``;
 - ``kernel_shap``: Lundberg & Lee's weighted least squares with the Shapley kernel and the
   efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling;
+- ``leverage_shap``: Leverage SHAP (Musco & Witter, 2025), the same constrained regression on a
+  sample drawn by leverage score (uniform over sizes), paired, without replacement;
 - ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
-  fits on random halves of its pairs, averaged;
+  fits on random halves of its pairs, averaged; ``mc_shap``: the same without pairing;
 - ``tmc``: truncated Monte-Carlo permutation sampling (Ghorbani & Zou, 2019);
 - ``beta``: Beta(alpha, beta)-Shapley (Kwon & Zou, 2022), permutation sampling reweighted by
   coalition size;
@@ -19,17 +23,19 @@ more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``):
 from __future__ import annotations
 
 import numpy as np
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from scipy.special import betaln, comb
 
 from mechrag.attribution.contextcite import contextcite_surrogate
 from mechrag.attribution.sampling import (
     BudgetExhausted,
+    Known,
     Masks,
     Oracle,
     ValueFn,
     all_masks,
     kernel_coalitions,
+    leverage_coalitions,
     resolve_budget,
     shapley_kernel,
 )
@@ -44,10 +50,12 @@ def _endpoints(oracle: Oracle) -> tuple[np.ndarray, np.ndarray]:
     return empty, full
 
 
-def _exact_semivalue(value_fn: ValueFn, n_players: int, size_weights: np.ndarray) -> Estimate:
+def _exact_semivalue(
+    value_fn: ValueFn, n_players: int, size_weights: np.ndarray, known: Known | None = None
+) -> Estimate:
     """``phi_i = sum_{S not containing i} size_weights[|S|] (v(S + i) - v(S))`` by enumeration."""
     masks = all_masks(n_players)
-    oracle = Oracle(value_fn, n_players, len(masks))
+    oracle = Oracle(value_fn, n_players, len(masks), known)
     values = oracle(masks)
     codes = np.arange(len(masks))
     sizes = masks.sum(1)
@@ -59,10 +67,10 @@ def _exact_semivalue(value_fn: ValueFn, n_players: int, size_weights: np.ndarray
     return oracle.shape(phi)
 
 
-def exact_shapley(value_fn: ValueFn, n_players: int) -> Estimate:
+def exact_shapley(value_fn: ValueFn, n_players: int, known: Known | None = None) -> Estimate:
     """Exact Shapley values from all ``2^n`` coalitions (refuses ``n > 16``)."""
-    sizes = np.arange(n_players)
-    return _exact_semivalue(value_fn, n_players, 1.0 / (n_players * comb(n_players - 1, sizes)))
+    weights = 1.0 / (n_players * comb(n_players - 1, np.arange(n_players)))
+    return _exact_semivalue(value_fn, n_players, weights, known)
 
 
 def _beta_coalition_weights(n_players: int, alpha: float, beta: float) -> np.ndarray:
@@ -80,9 +88,9 @@ def exact_beta_shapley(
     return _exact_semivalue(value_fn, n_players, _beta_coalition_weights(n_players, alpha, beta))
 
 
-def leave_one_out(value_fn: ValueFn, n_players: int) -> Estimate:
+def leave_one_out(value_fn: ValueFn, n_players: int, known: Known | None = None) -> Estimate:
     """``v(N) - v(N without i)`` from ``n + 1`` coalitions."""
-    oracle = Oracle(value_fn, n_players, n_players + 1)
+    oracle = Oracle(value_fn, n_players, n_players + 1, known)
     full = oracle(np.ones((1, n_players), dtype=bool))[0]
     return oracle.shape(full - oracle(~np.eye(n_players, dtype=bool)))
 
@@ -105,22 +113,27 @@ def _constrained_wls(
     return np.linalg.lstsq(system, rhs, rcond=None)[0][:n]
 
 
+POOL_DESIGNS = ("kernel", "leverage")
+
+
 def _kernel_pool(
-    oracle: Oracle, rng: np.random.Generator, paired: bool
+    oracle: Oracle, rng: np.random.Generator, paired: bool, design: str = "kernel"
 ) -> tuple[Masks, np.ndarray, np.ndarray, np.ndarray]:
     """Non-trivial coalitions with weights, their ``v(S) - v(empty)`` and ``v(N) - v(empty)``.
 
     With a budget covering all ``2^n`` coalitions the pool is complete with exact kernel weights
-    (so Kernel SHAP is exact); otherwise whole size groups are enumerated while they fit and the
-    rest is sampled from the kernel (see ``kernel_coalitions``).
+    (so the fit is exact); otherwise ``design`` picks the sample: ``kernel`` (see
+    ``kernel_coalitions``) or ``leverage`` (see ``leverage_coalitions``). Known coalitions are
+    free and, where a design enumerates their size group, used.
     """
     n = oracle.n_players
     empty, full = _endpoints(oracle)
-    if oracle.budget >= 2**n:
+    if oracle.covers_all():
         masks = all_masks(n)[1:-1]
         weights = shapley_kernel(masks.sum(1), n)
     else:
-        masks, weights = kernel_coalitions(rng, n, oracle.budget - 2, paired)
+        sample = kernel_coalitions if design == "kernel" else leverage_coalitions
+        masks, weights = sample(rng, n, oracle.remaining, paired, oracle.known)
     return masks, weights, oracle(masks) - empty, full - empty
 
 
@@ -130,11 +143,74 @@ def kernel_shap(
     budget: int | None = None,
     seed: int = 0,
     paired: bool = False,
+    known: Known | None = None,
 ) -> Estimate:
     """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``."""
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
     return oracle.shape(_constrained_wls(masks, weights, targets, total))
+
+
+def leverage_shap(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    paired: bool = True,
+    known: Known | None = None,
+) -> Estimate:
+    """Leverage SHAP (Musco & Witter, ICLR 2025): Kernel SHAP's constrained regression on a
+    sample drawn by leverage score (uniform over sizes), paired and without replacement.
+
+    Sizes that fit are enumerated; sampled coalitions carry Horvitz-Thompson weights
+    ``kernel(s) / P(S in sample)`` (see ``leverage_coalitions``). Efficiency holds exactly and
+    a budget covering every coalition gives exact Shapley values.
+    """
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
+    rng = np.random.default_rng(seed)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design="leverage")
+    return oracle.shape(_constrained_wls(masks, weights, targets, total))
+
+
+def _complete_sizes(masks: Masks) -> Bool[np.ndarray, " n_masks"]:
+    """Rows whose whole size group is in ``masks`` (enumerated, not sampled)."""
+    n, sizes = masks.shape[1], masks.sum(1)
+    counts = np.bincount(sizes, minlength=n + 1)
+    return counts[sizes] == comb(n, sizes)
+
+
+def _refit_average(
+    masks: Masks,
+    weights: np.ndarray,
+    targets: np.ndarray,
+    total: np.ndarray,
+    groups: np.ndarray,
+    refits: int,
+    fraction: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Mean of ``refits`` constrained fits, each on the enumerated size groups plus a random
+    ``fraction`` of the sampled row ``groups`` (complement pairs for pmcSHAP, single
+    coalitions for mcSHAP); no new value calls.
+
+    Enumerated groups carry no sampling noise and stay in every refit: dropping some of them
+    (as a refit over the whole pool would) leaves under-determined fits at small budgets.
+    """
+    fixed = _complete_sizes(masks)
+    labels = np.unique(groups[~fixed])
+    if len(labels) == 0:
+        return _constrained_wls(masks, weights, targets, total)
+    keep = min(len(labels), max(1, round(fraction * len(labels))))
+    fits = []
+    for _ in range(refits):
+        rows = fixed | np.isin(groups, rng.choice(labels, size=keep, replace=False))
+        fits.append(_constrained_wls(masks[rows], weights[rows], targets[rows], total))
+    return np.mean(fits, axis=0)
+
+
+def _check_refits(refits: int, fraction: float) -> None:
+    if refits < 1 or not 0 < fraction <= 1:
+        raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
 
 
 def pmc_shap(
@@ -142,33 +218,56 @@ def pmc_shap(
     n_players: int,
     budget: int | None = None,
     seed: int = 0,
-    refits: int = 50,
+    refits: int = 100,
     fraction: float = 0.5,
+    sampling: str = "kernel",
+    known: Known | None = None,
 ) -> Estimate:
-    """Paired Monte-Carlo Kernel SHAP: one paired pool, ``refits`` fits on subsets of its pairs.
+    """Paired Monte-Carlo Kernel SHAP (RAG-E): one paired pool, ``refits`` fits on subsets of
+    its complement pairs, averaged. ``sampling``: how the pool is drawn, ``kernel`` (RAG-E,
+    see ``kernel_coalitions``) or ``leverage`` (Leverage SHAP's design and weights).
 
-    The pool always holds the empty and full coalitions (the efficiency constraint) and each
-    sampled coalition with its complement; each refit keeps a random ``fraction`` of the pairs.
+    The pool (``budget`` distinct coalitions, default ``min(2^n, 10 n)``) always holds the
+    empty and full coalitions and each sampled coalition with its complement; it is scored once,
+    and each refit keeps a random ``fraction`` of the pairs, so refits cost no model calls.
+    Unlike RAG-E, which fits a ridge regression with a free intercept to every refit, each
+    refit here is Kernel SHAP's weighted least squares with ``phi_0 = v(empty)`` fixed and the
+    efficiency constraint ``sum phi = v(N) - v(empty)`` imposed: the average is then efficient
+    exactly, is not shrunk towards zero by a ridge penalty, and is exact on a complete pool.
     """
-    if refits < 1 or not 0 < fraction <= 1:
-        raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
+    _check_refits(refits, fraction)
+    if sampling not in POOL_DESIGNS:
+        raise ValueError(f"unknown sampling {sampling!r}: choose from {POOL_DESIGNS}")
     rng = np.random.default_rng(seed)
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
-    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True)
-    if (
-        oracle.budget >= 2**n_players
-    ):  # the pool is complete: one fit is exact, refits only add noise
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True, design=sampling)
+    if oracle.covers_all():  # a complete pool: one fit is exact, refits only add noise
         return oracle.shape(_constrained_wls(masks, weights, targets, total))
-    pair_keys = [min(m.tobytes(), (~m).tobytes()) for m in masks]
-    pairs = sorted(set(pair_keys))
-    pair_of_row = np.array([pairs.index(key) for key in pair_keys], dtype=int)
-    keep = max(1, round(fraction * len(pairs)))
-    fits = []
-    for _ in range(refits):
-        chosen = rng.choice(len(pairs), size=min(keep, len(pairs)), replace=False)
-        rows = np.isin(pair_of_row, chosen)
-        fits.append(_constrained_wls(masks[rows], weights[rows], targets[rows], total))
-    return oracle.shape(np.mean(fits, axis=0))
+    pairs = np.array([min(m.tobytes(), (~m).tobytes()) for m in masks])
+    estimate = _refit_average(masks, weights, targets, total, pairs, refits, fraction, rng)
+    return oracle.shape(estimate)
+
+
+def mc_shap(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None = None,
+    seed: int = 0,
+    refits: int = 100,
+    fraction: float = 0.5,
+    known: Known | None = None,
+) -> Estimate:
+    """Unpaired Monte-Carlo Kernel SHAP: as :func:`pmc_shap`, but the pool is sampled without
+    complements and each refit keeps a random ``fraction`` of its coalitions."""
+    _check_refits(refits, fraction)
+    rng = np.random.default_rng(seed)
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=False)
+    if oracle.covers_all():
+        return oracle.shape(_constrained_wls(masks, weights, targets, total))
+    rows = np.arange(len(masks))
+    estimate = _refit_average(masks, weights, targets, total, rows, refits, fraction, rng)
+    return oracle.shape(estimate)
 
 
 def _permutation_estimate(
@@ -216,9 +315,10 @@ def tmc_shapley(
     seed: int = 0,
     tolerance: float = 0.05,
     max_permutations: int = 1000,
+    known: Known | None = None,
 ) -> Estimate:
     """Truncated Monte-Carlo Shapley (permutation sampling with truncation ``tolerance``)."""
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     weights = np.ones(n_players)
     rng = np.random.default_rng(seed)
     return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
@@ -233,6 +333,7 @@ def beta_shapley(
     beta: float = 1.0,
     tolerance: float = 0.0,
     max_permutations: int = 1000,
+    known: Known | None = None,
 ) -> Estimate:
     """Beta(alpha, beta)-Shapley by permutation sampling (alpha > beta favours small coalitions).
 
@@ -243,14 +344,16 @@ def beta_shapley(
     weights = (
         n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
     )
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players))
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     rng = np.random.default_rng(seed)
     return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
 
 
 SAMPLED = {
     "kernel_shap": kernel_shap,
+    "leverage_shap": leverage_shap,
     "pmc_shap": pmc_shap,
+    "mc_shap": mc_shap,
     "tmc": tmc_shapley,
     "beta": beta_shapley,
     "contextcite": contextcite_surrogate,
@@ -278,8 +381,9 @@ def shapley_values(
     """Attribution of a cooperative game to its players: ``[n_players]`` or ``[n_players, T]``.
 
     ``budget``: distinct coalitions the estimator may evaluate (exact needs ``2^n``, LOO
-    ``n + 1``; a smaller budget is an error). ``options`` go to the estimator (``paired``,
-    ``refits``, ``fraction``, ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
+    ``n + 1``; a smaller budget is an error); ``known`` coalitions do not count. ``options`` go
+    to the estimator (``known``, ``paired``, ``refits``, ``fraction``, ``sampling``,
+    ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}: choose from {METHODS}")

@@ -12,7 +12,8 @@ def plot_agreement(
 ):
     """One panel per metric: its mean over examples against the budget, a line per method.
 
-    ``table`` has columns ``method``, ``budget`` and each metric (one row per method x budget).
+    ``table`` has columns ``method``, ``budget`` and each metric (one row per method x budget);
+    a ``<metric>_sd`` column (spread over seeds), where present, is drawn as a band.
     """
     missing = {"method", "budget", *metrics} - set(table.columns)
     if missing:
@@ -22,7 +23,10 @@ def plot_agreement(
     )
     for ax, metric in zip(axes[0], metrics):
         for method, rows in table.sort_values("budget").groupby("method", sort=True):
-            ax.plot(rows["budget"], rows[metric], marker="o", label=method)
+            (line,) = ax.plot(rows["budget"], rows[metric], marker="o", ms=3, label=method)
+            if f"{metric}_sd" in rows:
+                low, high = rows[metric] - rows[f"{metric}_sd"], rows[metric] + rows[f"{metric}_sd"]
+                ax.fill_between(rows["budget"], low, high, color=line.get_color(), alpha=0.12)
         ax.set_xlabel("value calls (budget)")
         ax.set_ylabel(f"{metric} vs exact")
         ax.spines[["top", "right"]].set_visible(False)

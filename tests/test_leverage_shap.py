@@ -1,0 +1,147 @@
+"""Leverage SHAP's design and the ``known`` (free) coalitions, on analytic games."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import comb
+from scipy.stats import chisquare
+
+from mechrag.attribution.sampling import all_masks, leverage_coalitions, shapley_kernel
+from mechrag.attribution.shapley import SAMPLED, exact_shapley, shapley_values
+
+REGRESSIONS = [
+    ("leverage_shap", {}),
+    ("leverage_shap", {"paired": False}),
+    ("kernel_shap", {"paired": True}),
+    ("pmc_shap", {}),
+    ("mc_shap", {}),
+]
+
+
+def cubic_game(a: np.ndarray):
+    return lambda masks: (masks.astype(float) @ a) ** 3
+
+
+def loo_known(value, n: int):
+    """Full, empty and leave-one-out coalitions with their values (what ARC-JSD has scored)."""
+    masks = np.vstack([np.ones((1, n), bool), np.zeros((1, n), bool), ~np.eye(n, dtype=bool)])
+    return masks, value(masks)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("with_known", [False, True])
+def test_full_budget_is_exact(paired, with_known):
+    game = cubic_game(np.random.default_rng(0).normal(size=6))
+    known = loo_known(game, 6) if with_known else None
+    budget = 64 - 8 if with_known else 64
+    phi = shapley_values(game, 6, "leverage_shap", budget=budget, paired=paired, known=known)
+    np.testing.assert_allclose(phi, exact_shapley(game, 6), atol=1e-9)
+
+
+@pytest.mark.parametrize("method,options", REGRESSIONS)
+def test_additive_game_recovered_and_efficiency_exact(method, options):
+    a = np.random.default_rng(1).normal(size=9)
+    phi = shapley_values(lambda m: m.astype(float) @ a + 0.3, 9, method, 40, seed=2, **options)
+    np.testing.assert_allclose(phi, a, atol=1e-9)
+    game = cubic_game(a)
+    total = game(np.ones((1, 9), bool))[0] - game(np.zeros((1, 9), bool))[0]
+    phi = shapley_values(game, 9, method, budget=30, seed=4, **options)
+    assert phi.sum() == pytest.approx(total, rel=1e-9)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_weighted_normal_equations_are_unbiased(paired):
+    """E[sum over the sample of w/pi z z^T] = sum over all coalitions of w z z^T (Horvitz-
+    Thompson), for a budget that enumerates sizes {1, 7} and samples the rest."""
+    n, draws = 8, 800
+    masks = all_masks(n)[1:-1]
+    full = (masks.T * shapley_kernel(masks.sum(1), n)) @ masks
+    mean = np.zeros((n, n))
+    rng = np.random.default_rng(0)
+    for _ in range(draws):
+        sample, weights = leverage_coalitions(rng, n, 30, paired=paired)
+        z = sample.astype(float)
+        mean += (z.T * weights) @ z / draws
+    np.testing.assert_allclose(mean, full, rtol=0.04)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_sizes_follow_leverage_scores(paired):
+    """With no size group affordable, sampled sizes are uniform over 1..n-1 (leverage score
+    1 / C(n, s) per coalition); chi-square over many seeded draws."""
+    n, n_new = 10, 16
+    counts = np.zeros(n + 1)
+    rng = np.random.default_rng(42)
+    for _ in range(400):
+        sample, _ = leverage_coalitions(rng, n, n_new, paired=paired)
+        assert len(sample) == n_new and len({row.tobytes() for row in sample}) == n_new
+        counts += np.bincount(sample.sum(1), minlength=n + 1)
+    observed = counts[1:n]
+    assert chisquare(observed).pvalue > 0.01
+    kernel_mass = 1 / (np.arange(1, n) * (n - np.arange(1, n)))
+    expected = kernel_mass / kernel_mass.sum() * observed.sum()
+    assert chisquare(observed, expected).pvalue < 1e-6  # the test can tell kernel sampling
+
+
+def test_inclusion_probability_within_a_size_is_uniform():
+    """Each coalition of a sampled size is drawn equally often (uniform without replacement)."""
+    n, rng = 6, np.random.default_rng(3)
+    seen: dict[bytes, int] = {}
+    for _ in range(2000):
+        sample, _ = leverage_coalitions(rng, n, 8, paired=False)
+        for row in sample[sample.sum(1) == 2]:
+            seen[row.tobytes()] = seen.get(row.tobytes(), 0) + 1
+    assert len(seen) == comb(n, 2, exact=True)
+    assert chisquare(list(seen.values())).pvalue > 0.01
+
+
+@pytest.mark.parametrize("method", sorted(SAMPLED))
+@pytest.mark.parametrize("budget", [6, 23])
+def test_budget_counts_only_new_coalitions_and_known_are_never_rescored(method, budget):
+    n = 7
+    game = cubic_game(np.random.default_rng(5).normal(size=n))
+    known = loo_known(game, n)
+    known_keys = {row.tobytes() for row in known[0]}
+    seen: list[bytes] = []
+
+    def counting(masks):
+        seen.extend(row.tobytes() for row in masks)
+        return game(masks)
+
+    shapley_values(counting, n, method, budget=budget, seed=1, known=known)
+    assert len(seen) == len(set(seen)), "a coalition was evaluated twice"
+    assert not known_keys & set(seen), "a known coalition was scored again"
+    assert len(seen) <= budget
+
+
+def test_known_leave_one_out_rows_make_the_first_size_group_cheaper():
+    """With the n leave-one-out coalitions known, sizes {1, n-1} cost n calls, not 2n."""
+    n = 8
+    game = cubic_game(np.random.default_rng(6).normal(size=n))
+    seen: list[np.ndarray] = []
+
+    def recording(masks):
+        seen.extend(masks)
+        return game(masks)
+
+    shapley_values(recording, n, "leverage_shap", budget=n, known=loo_known(game, n))
+    assert sorted(int(m.sum()) for m in seen) == [1] * n
+
+
+def test_unbiased_over_seeds_on_a_pairwise_game_without_pairing():
+    """Unpaired Leverage SHAP is not exact on a pairwise game, but its seed average is close."""
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=8), np.triu(rng.normal(size=(8, 8)), 1)
+
+    def game(masks):
+        z = masks.astype(float)
+        return z @ a + np.einsum("mi,ij,mj->m", z, b, z)
+
+    exact = exact_shapley(game, 8)
+    estimates = [
+        shapley_values(game, 8, "leverage_shap", budget=40, seed=s, paired=False)
+        for s in range(300)
+    ]
+    single_error = np.abs(estimates[0] - exact).max()
+    assert np.abs(np.mean(estimates, axis=0) - exact).max() < 0.25 * single_error
