@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from mechrag.attribution.arc_jsd import arc_jsd_for_task
 from mechrag.attribution.context import AttributionTask
+
 from mechrag.data import load_examples
 from mechrag.engine import Engine
 from mechrag.mechanism import ablation_effect, component_means, localize_task, parse_heads

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from mechrag.attribution.arc_jsd import arc_jsd_for_task
 from mechrag.attribution.context import AttributionTask
+
 from mechrag.data import load_examples
 from mechrag.mechanism import ComponentAttribution, localize_task, spearman
 from mechrag.models import load_model

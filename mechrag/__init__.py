@@ -2,12 +2,14 @@
 
 from mechrag.api import arc_jsd, attribute, localize
 from mechrag.attribution.estimators import (
+    MCSHAP,
     PMCSHAP,
     BetaShapley,
     ContextCite,
     Exact,
     KernelSHAP,
     LeaveOneOut,
+    LeverageSHAP,
     TMCShapley,
 )
 from mechrag.attribution.shapley import shapley_values
@@ -21,6 +23,7 @@ from mechrag.results import Attribution, Result
 from mechrag.sources import Source, as_sources, split_sentences
 
 __all__ = [
+    "MCSHAP",
     "PMCSHAP",
     "Attribution",
     "BetaShapley",
@@ -31,6 +34,7 @@ __all__ = [
     "Exact",
     "KernelSHAP",
     "LeaveOneOut",
+    "LeverageSHAP",
     "PromptBuilder",
     "Result",
     "Source",

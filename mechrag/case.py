@@ -222,6 +222,13 @@ class Case:
                 )
         return [store.subsets[k] for k in keys]
 
+    def _scored_masks(self) -> Masks | None:
+        """Every subset scored under the hooks active now (``None`` before any)."""
+        subsets = self._store().subsets
+        if not subsets:
+            return None
+        return np.stack([np.frombuffer(key, dtype=bool) for key in subsets])
+
     def token_logprobs(self, masks: Masks) -> Float[np.ndarray, "n_masks n_response"]:
         """``log P(r_t | query, sources kept by mask, r_<t)`` per mask and response token."""
         return np.stack([s.logprobs for s in self._scored(masks)])
@@ -282,15 +289,19 @@ class Case:
         budget: int | None = None,
         seed: int = 0,
         value: str | None = None,
+        reuse_scored: bool = False,
     ) -> Attribution:
         """Attribute the response with ``method``: ``arc_jsd`` or a Shapley-family estimator.
 
-        ``method``: a name (``exact``, ``loo``, ``kernel_shap``, ``pmc_shap``, ``tmc``, ``beta``,
-        ``contextcite``) for its defaults, or a configured estimator such as
-        ``mechrag.KernelSHAP(paired=True)``. ``budget``: distinct subsets it may score;
-        ``value``: the game (``logprob``, ``token_prob`` for per-token scores, ``logit_prob``).
-        ``model_calls`` counts the distinct subsets the method used (its cost alone);
-        ``metadata['forward_passes']`` the passes this call actually ran.
+        ``method``: a name (``exact``, ``loo``, ``kernel_shap``, ``leverage_shap``,
+        ``pmc_shap``, ``mc_shap``, ``tmc``, ``beta``, ``contextcite``) for its defaults, or a
+        configured estimator such as ``mechrag.KernelSHAP(paired=True)``. ``budget``: distinct
+        new subsets it may score; ``value``: the game (``logprob``, ``token_prob`` for
+        per-token scores, ``logit_prob``; each estimator has a default). ``reuse_scored`` gives
+        the estimator every subset this case already scored (ARC-JSD's leave-one-out subsets,
+        say) as free rows outside the budget: better estimates at small budgets, but the result
+        then depends on what ran before. ``model_calls`` counts the distinct subsets the method
+        used; ``forward_passes`` the passes this call actually ran.
         """
         if method == "arc_jsd":
             if budget is not None or value is not None:
@@ -305,7 +316,11 @@ class Case:
             return game(masks)
 
         start = self._start()
-        phi = estimator(recorded, self.n_sources, budget, seed)
+        known = self._scored_masks() if reuse_scored else None
+        if known is not None:
+            asked.update(row.tobytes() for row in known)
+            known = (known, game(known))
+        phi = estimator(recorded, self.n_sources, budget, seed, known=known)
         return self._attribution(
             estimator.name,
             phi.sum(-1) if phi.ndim == 2 else phi,
@@ -315,6 +330,7 @@ class Case:
             value=value,
             budget=budget,
             seed=seed,
+            reuse_scored=reuse_scored,
             options=estimator.options(),
         )
 

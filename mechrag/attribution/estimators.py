@@ -29,9 +29,17 @@ class Estimator:
         return asdict(self)
 
     def __call__(
-        self, game: ValueFn, n_players: int, budget: int | None, seed: int
+        self,
+        game: ValueFn,
+        n_players: int,
+        budget: int | None,
+        seed: int,
+        known: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
-        return shapley_values(game, n_players, self.name, budget, seed, **self.options())
+        """``known``: ``(masks, values)`` already scored, used as free rows (not budgeted)."""
+        return shapley_values(
+            game, n_players, self.name, budget, seed, known=known, **self.options()
+        )
 
 
 @dataclass(frozen=True)
@@ -57,11 +65,34 @@ class KernelSHAP(Estimator):
 
 
 @dataclass(frozen=True)
+class LeverageSHAP(Estimator):
+    """Kernel SHAP's constrained fit on a leverage-score sample (uniform over sizes), paired,
+    without replacement, with Horvitz-Thompson weights (Musco & Witter, 2025)."""
+
+    name: ClassVar[str] = "leverage_shap"
+    paired: bool = True
+
+
+@dataclass(frozen=True)
 class PMCSHAP(Estimator):
-    """Paired pool scored once, ``refits`` Kernel SHAP fits on ``fraction`` of its pairs."""
+    """Paired pool scored once, ``refits`` Kernel SHAP fits on ``fraction`` of its sampled pairs
+    (RAG-E); the per-output-token probability game by default; ``sampling="leverage"`` draws
+    the pool by leverage score."""
 
     name: ClassVar[str] = "pmc_shap"
-    refits: int = 50
+    default_value: ClassVar[str] = "token_prob"
+    refits: int = 100
+    fraction: float = 0.5
+    sampling: str = "kernel"
+
+
+@dataclass(frozen=True)
+class MCSHAP(Estimator):
+    """pmcSHAP without complement pairs (RAG-E's unpaired variant)."""
+
+    name: ClassVar[str] = "mc_shap"
+    default_value: ClassVar[str] = "token_prob"
+    refits: int = 100
     fraction: float = 0.5
 
 
@@ -97,7 +128,17 @@ class ContextCite(Estimator):
 
 ESTIMATORS: dict[str, type[Estimator]] = {
     cls.name: cls
-    for cls in (Exact, LeaveOneOut, KernelSHAP, PMCSHAP, TMCShapley, BetaShapley, ContextCite)
+    for cls in (
+        Exact,
+        LeaveOneOut,
+        KernelSHAP,
+        LeverageSHAP,
+        PMCSHAP,
+        MCSHAP,
+        TMCShapley,
+        BetaShapley,
+        ContextCite,
+    )
 }
 
 
