@@ -2,9 +2,9 @@
 
 The driver keeps one example in flight per actor, collects results with ``ray.wait`` and is the
 only process that writes records. An actor that dies (crash, OOM kill, lost node) is restarted by
-Ray (``max_restarts=-1``) and the driver resubmits the example it was running; an example that
-kills its worker ``max_attempts`` times is recorded as an error, so every example gets exactly
-one record per run.
+Ray (``max_restarts=-1``), which then runs the example it was running again
+(``max_task_retries``); an example that kills its worker ``max_attempts`` times is recorded as a
+``WorkerDied`` error, so every example gets exactly one record per run.
 """
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def run_ray(
 
     started = connect(backend)
     actor_class = ray.remote(
-        num_cpus=1, num_gpus=backend.gpus_per_worker, max_restarts=-1, max_task_retries=0
+        num_cpus=1,
+        num_gpus=backend.gpus_per_worker,
+        max_restarts=-1,
+        max_task_retries=backend.max_attempts - 1,
     )(SweepWorker)
     actors = [
         actor_class.remote(method, config.model, backend.threads or 1)
@@ -98,7 +101,7 @@ def run_ray(
     try:
         ray.get([actor.ready.remote() for actor in actors])  # model loading errors stop here
         ready()
-        queue, attempts, in_flight = deque(todo), {}, {}
+        queue, in_flight = deque(todo), {}
 
         def submit(actor) -> None:
             index, example = queue.popleft()
@@ -113,11 +116,7 @@ def run_ray(
             try:
                 write(ray.get(ref))
             except RayActorError as error:
-                attempts[index] = attempts.get(index, 0) + 1
-                if attempts[index] < backend.max_attempts:
-                    queue.appendleft((index, example))
-                else:
-                    write(worker_died_record(example, index, config, attempts[index], error))
+                write(worker_died_record(example, index, config, backend.max_attempts, error))
             if queue:
                 submit(actor)
     finally:
