@@ -7,6 +7,7 @@ from mechrag.sweep.records import aggregate
 from mechrag.sweep.runner import (
     Backend,
     ConfigChangedError,
+    load_records,
     load_sweep_examples,
     load_sweep_model,
     read_summary,
@@ -22,6 +23,7 @@ __all__ = [
     "SweepMethod",
     "aggregate",
     "get_method",
+    "load_records",
     "load_sweep_examples",
     "load_sweep_model",
     "read_summary",

@@ -27,13 +27,15 @@ def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) ->
     parser.add_argument("--data-seed", type=int, default=None, help="distractor sampling seed")
 
 
-def data_options(args: argparse.Namespace) -> dict:
-    """The reader options given on the command line (``--distractors`` ...)."""
-    return {
-        key: getattr(args, flag)
-        for flag, key in DATA_FLAGS.items()
-        if getattr(args, flag) is not None
-    }
+def data_options(args: argparse.Namespace, **defaults) -> dict:
+    """The reader options given on the command line (``--distractors`` ...), plus those of
+    ``defaults`` that the data set's reader takes (SQuAD takes no ``distractors``)."""
+    from mechrag.sweep.runner import data_option_names
+
+    given = {key: getattr(args, flag) for flag, key in DATA_FLAGS.items()}
+    given = {key: value for key, value in given.items() if value is not None}
+    accepted = data_option_names(args.dataset) if args.dataset else set()
+    return {**{k: v for k, v in defaults.items() if k in accepted}, **given}
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,6 +59,20 @@ def backend_from(args: argparse.Namespace, table: dict | None = None) -> Backend
     if unknown:
         raise ValueError(f"unknown [backend] keys {sorted(unknown)}: use name, {BACKEND_KEYS}")
     return Backend(name, **{**table, **values})
+
+
+def run_with_args(config, out, args: argparse.Namespace, backend: Backend | None = None):
+    """``run_sweep`` with the backend and resume flags of :func:`add_backend_arguments`."""
+    from mechrag.sweep.runner import run_sweep
+
+    return run_sweep(
+        config,
+        out,
+        backend=backend or backend_from(args),
+        force=args.force,
+        retry_errors=args.retry_errors,
+        progress=not args.no_progress,
+    )
 
 
 def parse_option(text: str) -> tuple[str, object]:
@@ -137,7 +153,6 @@ def print_summary(directory: str) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> None:
     from mechrag.sweep.records import aggregate
-    from mechrag.sweep.runner import run_sweep
 
     if args.action == "summary":
         if not args.directory:
@@ -145,14 +160,7 @@ def cmd_sweep(args: argparse.Namespace) -> None:
         print_summary(args.directory)
         return
     config, out, backend = config_from(args)
-    frame = run_sweep(
-        config,
-        out,
-        backend=backend,
-        force=args.force,
-        retry_errors=args.retry_errors,
-        progress=not args.no_progress,
-    )
+    frame = run_with_args(config, out, args, backend)
     table = aggregate(frame)
     print(f"{out}: {table.attrs['ok']} ok, {table.attrs['errors']} errors (config {config.hash})")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))

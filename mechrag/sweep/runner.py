@@ -69,11 +69,18 @@ def load_sweep_model(name: str | None):
     return load_model(name)
 
 
+def data_option_names(dataset: str) -> set[str]:
+    """The options the reader of ``dataset`` takes besides ``path`` and ``n``."""
+    from mechrag.data import LOADERS
+
+    return set(inspect.signature(LOADERS[dataset]).parameters) - {"path", "n"}
+
+
 def load_sweep_examples(config: SweepConfig) -> list:
     """The first ``config.n`` examples of the config's data set, with unique ids."""
-    from mechrag.data import LOADERS, load_examples
+    from mechrag.data import load_examples
 
-    accepted = set(inspect.signature(LOADERS[config.dataset]).parameters) - {"path", "n"}
+    accepted = data_option_names(config.dataset)
     unknown = sorted(set(config.data) - accepted)
     if unknown:
         raise ValueError(f"{config.dataset} takes data options {sorted(accepted)}, not {unknown}")
@@ -186,15 +193,19 @@ def write_summary(out: Path, ids: list[str], config_hash: str) -> pd.DataFrame:
     return frame
 
 
-def read_summary(out: str | Path) -> pd.DataFrame:
-    """The per-example table of the sweep in ``out`` (rebuilt from its records)."""
+def load_records(out: str | Path) -> list[dict]:
+    """The newest record of each example of the sweep in ``out`` (its current config)."""
     out = Path(out)
     path = out / CONFIG_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no sweep in {out} (missing {CONFIG_FILE})")
     saved = json.loads(path.read_text(encoding="utf-8"))
-    latest = latest_records(out, saved["hash"])
-    return records_frame(list(latest.values()))
+    return sorted(latest_records(out, saved["hash"]).values(), key=lambda r: r["index"])
+
+
+def read_summary(out: str | Path) -> pd.DataFrame:
+    """The per-example table of the sweep in ``out`` (rebuilt from its records)."""
+    return records_frame(load_records(out))
 
 
 def sweep(
