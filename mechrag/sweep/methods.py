@@ -9,7 +9,7 @@ plus the option names it accepts. Adding a method (gating, explain, ...) is one
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 
 import mechrag
@@ -18,20 +18,19 @@ from mechrag.metrics.accuracy import top_k_hit
 MethodFn = Callable[[object, object, dict], dict]
 
 CASE_OPTIONS = ("max_new_tokens", "system_prompt")
-ESTIMATOR_OPTIONS = (
-    "budget",
-    "seed",
-    "value",
-    "paired",
-    "refits",
-    "fraction",
-    "tolerance",
-    "alpha",
-    "beta",
-    "keep_prob",
-    "l1",
-)
-SHAPLEY_METHODS = ("exact", "loo", "kernel_shap", "pmc_shap", "tmc", "beta", "contextcite")
+ATTRIBUTE_OPTIONS = ("budget", "seed", "value")
+ESTIMATORS = {
+    estimator.name: estimator
+    for estimator in (
+        mechrag.Exact,
+        mechrag.LeaveOneOut,
+        mechrag.KernelSHAP,
+        mechrag.PMCSHAP,
+        mechrag.TMCShapley,
+        mechrag.BetaShapley,
+        mechrag.ContextCite,
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -77,8 +76,10 @@ def get_method(name: str) -> SweepMethod:
     return METHODS[name]
 
 
-def _case_options(options: dict) -> dict:
-    return {k: options[k] for k in CASE_OPTIONS if k in options}
+def case_for(model, example, options: dict) -> mechrag.Case:
+    """The case of ``example``, its response generated with the ``CASE_OPTIONS`` given."""
+    chosen = {key: options[key] for key in CASE_OPTIONS if key in options}
+    return mechrag.Case.from_example(model, example, **chosen)
 
 
 def attribution_record(attribution, example) -> dict:
@@ -98,24 +99,18 @@ def attribution_record(attribution, example) -> dict:
 
 
 def run_arc_jsd(model, example, options: dict) -> dict:
-    """Sentence-level ARC-JSD (``max_new_tokens``, ``system_prompt``)."""
-    attribution = mechrag.arc_jsd(
-        model, example.query, example.sources, progress=False, **_case_options(options)
-    )
-    return attribution_record(attribution, example)
+    """Sentence-level ARC-JSD (options: ``max_new_tokens``, ``system_prompt``)."""
+    return attribution_record(case_for(model, example, options).arc_jsd(), example)
 
 
 def run_attribute(model, example, options: dict, method: str) -> dict:
-    """``mechrag.attribute`` with a Shapley-family ``method`` and its estimator options."""
-    estimator = {k: v for k, v in options.items() if k not in CASE_OPTIONS}
-    attribution = mechrag.attribute(
-        model,
-        example.query,
-        example.sources,
-        method=method,
-        progress=False,
-        **_case_options(options),
-        **estimator,
+    """A Shapley-family ``method`` configured by its estimator's fields (``paired``, ...)."""
+    estimator_class = ESTIMATORS[method]
+    estimator = estimator_class(
+        **{f.name: options[f.name] for f in fields(estimator_class) if f.name in options}
+    )
+    attribution = case_for(model, example, options).attribute(
+        estimator, **{key: options[key] for key in ATTRIBUTE_OPTIONS if key in options}
     )
     return attribution_record(attribution, example)
 
@@ -123,15 +118,7 @@ def run_attribute(model, example, options: dict, method: str) -> dict:
 def run_localize(model, example, options: dict) -> dict:
     """Heads and MLPs carrying a source (``source``: its id; default the top ARC-JSD source)."""
     gains = options.get("gains", True)
-    result = mechrag.localize(
-        model,
-        example.query,
-        example.sources,
-        source=options.get("source"),
-        gains=gains,
-        progress=False,
-        **_case_options(options),
-    )
+    result = case_for(model, example, options).localize(options.get("source"), gains=gains)
     rho, p = result.spearman() if gains else (None, None)
     return {
         "response": result.response,
@@ -147,12 +134,12 @@ def run_localize(model, example, options: dict) -> dict:
 register_method(
     "arc_jsd", run_arc_jsd, options=CASE_OPTIONS, description="ARC-JSD source attribution"
 )
-for _method in SHAPLEY_METHODS:
+for name, estimator_class in ESTIMATORS.items():
     register_method(
-        _method,
-        partial(run_attribute, method=_method),
-        options=CASE_OPTIONS + ESTIMATOR_OPTIONS,
-        description=f"mechrag.attribute(method={_method!r})",
+        name,
+        partial(run_attribute, method=name),
+        options=(*CASE_OPTIONS, *ATTRIBUTE_OPTIONS, *(f.name for f in fields(estimator_class))),
+        description=f"case.attribute({estimator_class.__name__}(...))",
     )
 register_method(
     "localize",
