@@ -18,6 +18,7 @@ from mechrag.outputs import read_jsonl
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
 TIMING_FIELDS = ("seconds", "started_at")
+FRAME_COLUMNS = ("id", "index", "status", "seconds", "error")
 TRACEBACK_LINES = 12
 
 
@@ -73,14 +74,13 @@ def records_frame(records: list[dict]) -> pd.DataFrame:
             if isinstance(value, bool | int | float | str) or value is None:
                 row[key] = value
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=None if rows else list(FRAME_COLUMNS))
 
 
 def aggregate(frame: pd.DataFrame) -> pd.DataFrame:
     """Count, mean and std of every numeric column over the successful examples."""
-    ok = frame[frame["status"] == "ok"] if len(frame) else frame
-    numeric = ok.drop(columns=["index"], errors="ignore").select_dtypes(include=["number", "bool"])
+    ok = frame[frame["status"] == "ok"]
+    numeric = ok.drop(columns=["index"]).select_dtypes(include=["number", "bool"])
     table = numeric.astype(float).agg(["count", "mean", "std"]).T
-    errors = int((frame["status"] == "error").sum()) if len(frame) else 0
-    table.attrs.update(n=len(frame), ok=len(ok), errors=errors)
+    table.attrs.update(n=len(frame), ok=len(ok), errors=int((frame["status"] == "error").sum()))
     return table
