@@ -50,7 +50,7 @@ def wait_for_records(out: Path, k: int, process: subprocess.Popen, timeout: floa
         time.sleep(0.05)
 
 
-def kill_and_resume(out: Path, args: list[str], k: int) -> None:
+def kill_and_resume(out: Path, args: list[str], k: int, timeout: float = 60) -> None:
     """Start the sweep script, kill -9 it (and its process group) after ``k`` records, rerun."""
     command = [sys.executable, str(STUBS), *args, "--out", str(out), "--no-progress"]
     process = subprocess.Popen(
@@ -61,7 +61,7 @@ def kill_and_resume(out: Path, args: list[str], k: int) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for_records(out, k, process)
+        wait_for_records(out, k, process, timeout)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -69,7 +69,7 @@ def kill_and_resume(out: Path, args: list[str], k: int) -> None:
     assert k <= len(records(out)) < int(args[args.index("--n") + 1]), "kill came too late"
     with (out / RECORDS_FILE).open("a") as stream:
         stream.write('{"id": "torn')  # what a kill in the middle of a write leaves
-    subprocess.run(command, env=SCRIPT_ENV, check=True, capture_output=True, timeout=120)
+    subprocess.run(command, env=SCRIPT_ENV, check=True, capture_output=True, timeout=2 * timeout)
 
 
 STUB_ARGS = ["--method", "stub_score", "--dataset", "squad", "--n", "8", "--option", "sleep=0.2"]

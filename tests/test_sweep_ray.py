@@ -10,6 +10,7 @@ from mechrag.sweep import Backend, SweepConfig, load_sweep_examples, sweep
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
+RAY_START_TIMEOUT = 240  # seconds: a local cluster and two actors start in ~10 s on idle cores
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +25,7 @@ def cluster():
 
 def test_killed_ray_sweep_resumes_to_the_in_process_records(tmp_path):
     ray_args = [*STUB_ARGS, "--backend", "ray", "--workers", "2"]
-    kill_and_resume(tmp_path / "killed", ray_args, k=3)
+    kill_and_resume(tmp_path / "killed", ray_args, k=3, timeout=RAY_START_TIMEOUT)
     sweep(
         "stub_score", "squad", n=8, options={"sleep": 0.2}, out=tmp_path / "local", progress=False
     )
