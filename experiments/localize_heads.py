@@ -14,9 +14,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from mechrag import ComponentAttribution
+from mechrag.metrics import spearman_test
 from mechrag.plots.components import plot_gain_scatter
 from mechrag.plots.sources import save_figure
 from mechrag.sweep import SweepConfig, load_records
@@ -49,7 +49,7 @@ def summarise(records: list[dict], out: Path, k: int) -> dict:
     frame.sort_values("rank").to_csv(out / "components.csv", index=False)
     top = frame.sort_values("rank").head(k)
     top.to_csv(out / "top_components.csv", index=False)
-    pooled = spearmanr(
+    pooled = spearman_test(
         np.concatenate([r.scores for r in results]), np.concatenate([r.gains for r in results])
     )
     rhos = [r["result"]["rho"] for r in records]
@@ -58,7 +58,7 @@ def summarise(records: list[dict], out: Path, k: int) -> dict:
         "spearman_per_example_mean": float(np.mean(rhos)),
         "spearman_per_example_std": float(np.std(rhos)),
         "per_example_significant": int(sum(r["result"]["p"] < 0.05 for r in records)),
-        "spearman_pooled": {"rho": float(pooled.statistic), "p": float(pooled.pvalue)},
+        "spearman_pooled": dict(zip(("rho", "p"), pooled)),
         "spearman_of_means": dict(zip(("rho", "p"), mean.spearman())),
         "top_source_is_gold": float(np.mean([r["result"]["top_source_is_gold"] for r in records])),
         "seconds_per_example": float(np.mean([r["seconds"] for r in records])),

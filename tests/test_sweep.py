@@ -220,3 +220,18 @@ def test_arc_jsd_sweep_on_a_toy_model_records_scores(tmp_path):
         ).hash
     )
     assert record["mechrag_version"]
+
+
+@pytest.mark.integration
+def test_arc_jsd_sweep_on_the_embedded_model(tmp_path):
+    frame = sweep(
+        "arc_jsd",
+        "hotpotqa",
+        n=1,
+        data={"distractors": 0},
+        options={"max_new_tokens": 4},
+        out=tmp_path,
+        progress=False,
+    )
+    assert frame["status"].tolist() == ["ok"]
+    assert frame["n_response_tokens"].iloc[0] <= 4 and frame["model_calls"].iloc[0] > 1
