@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,10 +187,16 @@ def write_summary(out: Path, ids: list[str], config_hash: str) -> pd.DataFrame:
     """Per-example table of the newest records of ``ids``, saved as Parquet (or CSV)."""
     latest = latest_records(out, config_hash)
     frame = records_frame([latest[i] for i in ids if i in latest])
+    temporary = out / f".{SUMMARY_STEM}.partial"
     try:
-        frame.to_parquet(out / f"{SUMMARY_STEM}.parquet", index=False)
-    except ImportError:
-        frame.to_csv(out / f"{SUMMARY_STEM}.csv", index=False)
+        frame.to_parquet(temporary, index=False)
+        suffix = "parquet"
+    except (ImportError, TypeError, ValueError):  # no pyarrow, or columns of mixed types
+        frame.to_csv(temporary, index=False)
+        suffix = "csv"
+    os.replace(temporary, out / f"{SUMMARY_STEM}.{suffix}")
+    stale = "csv" if suffix == "parquet" else "parquet"
+    (out / f"{SUMMARY_STEM}.{stale}").unlink(missing_ok=True)
     return frame
 
 
