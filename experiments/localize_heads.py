@@ -17,8 +17,8 @@ import numpy as np
 
 from mechrag import ComponentAttribution
 from mechrag.metrics import spearman_test
+from mechrag.plots import save_figure
 from mechrag.plots.components import plot_gain_scatter
-from mechrag.plots.sources import save_figure
 from mechrag.sweep import SweepConfig, load_records
 from mechrag.sweep.cli import (
     add_backend_arguments,
