@@ -286,3 +286,44 @@ def output_bias(model, layer: int) -> Float[Tensor, " d_model"] | None:
     """The attention output projection's bias of ``layer`` (``None`` when bias-free)."""
     bias = getattr(model.blocks[layer].attn.o.original_component, "bias", None)
     return None if bias is None else bias.detach().float()
+
+
+def post_attention_norm(model, layer: int) -> torch.nn.Module | None:
+    """The norm between the attention output and the residual stream (Gemma 2/3), if any."""
+    norm = getattr(model.blocks[layer], "ln1_post", None)
+    return None if norm is None else _float32(model, f"ln1_post.{layer}", norm.original_component)
+
+
+def _rms_gain(norm: torch.nn.Module, x: Float[Tensor, "*batch d_model"]) -> Tensor:
+    """``g / rms(x)`` of an RMSNorm, so that ``norm(x) = x * _rms_gain(norm, x)``.
+
+    The gain ``g`` is read off the module itself (``norm(1) * sqrt(1 + eps)``), which covers
+    both the ``w`` and the ``1 + w`` conventions.
+    """
+    eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 0.0)))
+    ones = torch.ones(x.shape[-1], device=x.device)
+    gain = norm(ones).detach() * (1.0 + eps) ** 0.5
+    return gain * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def head_writes(
+    model, layer: int, z: Float[Tensor, "*batch n_heads d_head"]
+) -> Float[Tensor, "*batch n_heads d_model"]:
+    """Each head's write to the residual stream; with the output bias (where the model has
+    one) they sum to ``hook_attn_out``.
+
+    Head ``h`` writes ``z[h] @ W_O[h]`` (never ``W_O^T``). Where a post-attention RMSNorm sits
+    between the attention output and the residual stream (Gemma 2/3), its scale is computed
+    from the heads' summed output and applied to every head: the normed output is linear in the
+    heads once that scale is fixed, so the writes still decompose it exactly.
+    """
+    w_o = output_weight(model, layer).to(z.device)
+    writes = torch.einsum("...hd,hdm->...hm", z.float(), w_o)
+    norm = post_attention_norm(model, layer)
+    if norm is None:
+        return writes
+    total = writes.sum(-2)
+    bias = output_bias(model, layer)
+    if bias is not None:
+        total = total + bias.to(total.device)
+    return writes * _rms_gain(norm, total)[..., None, :]

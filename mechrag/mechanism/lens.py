@@ -91,10 +91,10 @@ def head_lens_jsd(
     model, activations: ResponseActivations, budget: int = DEFAULT_LOGIT_BUDGET
 ) -> Float[Tensor, "n_layers n_heads n_response"]:
     """Per-token lens JSD of every head's write, one layer's heads per write tensor."""
-    per_layer = []
-    for layer in range(model.cfg.n_layers):
-        w_o = adapter.output_weight(model, layer).to(activations.z)
-        per_layer.append(chunked_lens_jsd(model, head_writes(activations.z[layer], w_o), budget))
+    per_layer = [
+        chunked_lens_jsd(model, adapter.head_writes(model, layer, activations.z[layer]), budget)
+        for layer in range(model.cfg.n_layers)
+    ]
     return rearrange(torch.stack(per_layer), "layer response head -> layer head response")
 
 
