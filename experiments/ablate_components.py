@@ -1,11 +1,12 @@
 """Causal check: ablate chosen heads/MLPs, or the top-k by JSD against k random components.
 
 For each example the response is generated from the full context and the top ARC-JSD source is
-chosen; every condition then reports (see ``mechrag.mechanism.ablation.ablation_effect``):
-``output_jsd`` (summed per-token JSD between the clean and ablated full-context distributions),
+chosen; every condition then reports (see ``mechrag.Case.ablation_effect``): ``output_jsd``
+(summed per-token JSD between the clean and ablated full-context distributions),
 ``delta_loglik`` (change in response log-likelihood) and ``delta_source_jsd`` (change in the
 source's sentence-level ARC-JSD). Random components are drawn uniformly from the same kind pool.
-One JSON line per example is appended to ``OUT`` as it goes; reruns skip finished examples.
+It runs as a sweep of the ``ablate_components`` method registered below: one record per example
+in ``OUT/records.jsonl`` as it goes (a rerun resumes), the summary in ``OUT/summary.json``.
 
     python experiments/ablate_components.py --n 10 --top-k 10 --random-seeds 5
     python experiments/ablate_components.py --heads 12.3 14.0 --mlps 10 --mode mean
@@ -16,29 +17,36 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import time
+from functools import cache
 from pathlib import Path
 
 import numpy as np
 import torch
-from mechrag.attribution.arc_jsd import arc_jsd_for_task
-from mechrag.attribution.context import AttributionTask
 
-from mechrag.data import load_examples
-from mechrag.engine import Engine
-from mechrag.mechanism import ablation_effect, component_means, localize_task, parse_heads
-from mechrag.models import load_model
-from mechrag.prompts import PromptBuilder
+from mechrag import Case, Engine, PromptBuilder
+from mechrag.mechanism import ComponentMeans, component_means, parse_heads
+from mechrag.sweep import (
+    SweepConfig,
+    load_records,
+    load_sweep_examples,
+    load_sweep_model,
+    register_method,
+)
+from mechrag.sweep.cli import (
+    add_backend_arguments,
+    add_data_arguments,
+    data_options,
+    run_with_args,
+)
 
 METRICS = ("output_jsd", "delta_loglik", "delta_source_jsd")
+MEANS_FILE = "component_means.pt"
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="hotpotqa")
-    parser.add_argument("--path", default=None)
-    parser.add_argument("--n", type=int, default=10)
-    parser.add_argument("--distractors", type=int, default=1)
+    add_data_arguments(parser, n=10)
+    parser.set_defaults(dataset="hotpotqa", threads=1)
     parser.add_argument("--model", default=None)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--heads", nargs="*", default=[], help="LAYER.HEAD, e.g. 12.3")
@@ -52,11 +60,14 @@ def parse_args() -> argparse.Namespace:
         help="component pool for --top-k and random draws",
     )
     parser.add_argument("--random-seeds", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("results/ablation.jsonl"))
+    parser.add_argument(
+        "--out", type=Path, default=Path("results/ablation"), help="folder (X.jsonl means X/)"
+    )
+    add_backend_arguments(parser)
     args = parser.parse_args()
     if args.top_k is None and not (args.heads or args.mlps):
         parser.error("give --heads/--mlps or --top-k")
+    parse_heads(args.heads)  # fail on a bad spec before anything runs
     return args
 
 
@@ -65,50 +76,64 @@ def split(components) -> tuple[list[tuple[int, int]], list[int]]:
     return heads, [c.layer for c in components if c.kind == "mlp"]
 
 
-def conditions(args, task, attribution) -> dict:
-    """Named (heads, mlps) sets to ablate on this example."""
-    if args.top_k is None:
-        return {"chosen": (parse_heads(args.heads), args.mlps)}
-    kind = None if args.kind == "all" else args.kind
-    located = localize_task(task, attribution=attribution, gains=False)
+def conditions(case: Case, options: dict) -> dict:
+    """Named (heads, mlps) sets to ablate on this case."""
+    if options["top_k"] is None:
+        return {"chosen": (parse_heads(options["heads"]), options["mlps"])}
+    kind = None if options["kind"] == "all" else options["kind"]
+    located = case.localize(gains=False)
     pool = located.top(located.scores.size, kind=kind)
-    sets = {"top": split(pool[: args.top_k])}
-    for seed in range(args.random_seeds):
-        sets[f"random{seed}"] = split(random.Random(seed).sample(pool, args.top_k))
+    sets = {"top": split(pool[: options["top_k"]])}
+    for seed in range(options["random_seeds"]):
+        sets[f"random{seed}"] = split(random.Random(seed).sample(pool, options["top_k"]))
     return sets
 
 
-def run_example(model, example, args, means) -> dict:
-    start = time.perf_counter()
-    task = AttributionTask.prepare(
-        model, example.query, example.sources, max_new_tokens=args.max_new_tokens, progress=False
-    )
-    attribution = arc_jsd_for_task(task)
-    source = int(attribution.ranking[0])
-    masks = torch.ones((2, task.builder.n_sources), dtype=torch.bool)
-    masks[1, source] = False
-    clean = task.engine.run(task.builder, task.response_ids, masks)
+@cache
+def load_means(path: str) -> ComponentMeans:
+    return ComponentMeans(**torch.load(path))
+
+
+def run_ablation(model, example, options: dict) -> dict:
+    """The ablation effects of every condition on one example (a sweep method)."""
+    case = Case.from_example(model, example, max_new_tokens=options["max_new_tokens"])
+    source = int(case.arc_jsd().ranking[0])
+    means = load_means(options["means"]) if options["means"] else None
     effects = {}
-    for name, (heads, mlps) in conditions(args, task, attribution).items():
-        effect = ablation_effect(
-            task, source, heads, mlps, clean=clean, mode=args.mode, means=means
+    for name, (heads, mlps) in conditions(case, options).items():
+        effect = case.ablation_effect(
+            source, heads=heads, mlps=mlps, mode=options["mode"], means=means
         )
         effects[name] = {**effect, "heads": heads, "mlps": mlps}
     return {
-        "id": example.id,
-        "source": task.sources[source].id,
-        "mode": args.mode,
-        "n_response": len(task.response_ids),
+        "source": case.sources[source].id,
+        "mode": options["mode"],
+        "n_response": len(case.response_ids),
         "effects": effects,
-        "seconds": time.perf_counter() - start,
     }
+
+
+OPTIONS = ("max_new_tokens", "heads", "mlps", "mode", "top_k", "kind", "random_seeds", "means")
+register_method("ablate_components", run_ablation, options=OPTIONS, replace=True)
+
+
+def save_means(config: SweepConfig, path: Path) -> None:
+    """Mean activations over every example's full prompt, for ``--mode mean``."""
+    model = load_sweep_model(config.model)
+    prompts = [
+        PromptBuilder(model.tokenizer, e.query, e.sources).ids()
+        for e in load_sweep_examples(config)
+    ]
+    means = component_means(model, Engine(model), prompts)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"z": means.z, "mlp_out": means.mlp_out}, path)
 
 
 def summarise(records: list[dict]) -> dict:
     """Mean and std over examples (random: over every example and seed)."""
     groups: dict[str, dict[str, list[float]]] = {}
     for record in records:
-        for name, effect in record["effects"].items():
+        for name, effect in record["result"]["effects"].items():
             group = groups.setdefault(name.rstrip("0123456789"), {m: [] for m in METRICS})
             for metric in METRICS:
                 group[metric].append(effect[metric])
@@ -123,27 +148,32 @@ def summarise(records: list[dict]) -> dict:
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(args.threads)
-    examples = load_examples(args.dataset, args.path, n=args.n, distractors=args.distractors)
-    model = load_model(args.model)
-    means = None
-    if args.mode == "mean":
-        prompts = [PromptBuilder(model.tokenizer, e.query, e.sources).ids() for e in examples]
-        means = component_means(model, Engine(model), prompts)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    done = {}
-    if args.out.is_file():
-        done = {r["id"]: r for r in map(json.loads, args.out.read_text().splitlines()) if r}
-    for example in examples:
-        if example.id in done:
-            continue
-        record = run_example(model, example, args, means)
-        done[example.id] = record
-        with args.out.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
-        print(f"{example.id}: {record['seconds']:.1f} s", flush=True)
-    summary = summarise([done[e.id] for e in examples])
-    args.out.with_suffix(".summary.json").write_text(json.dumps(summary, indent=2))
+    out = args.out.with_suffix("") if args.out.suffix == ".jsonl" else args.out
+    means = out / MEANS_FILE if args.mode == "mean" else None
+    config = SweepConfig(
+        "ablate_components",
+        args.dataset,
+        n=args.n,
+        path=args.path,
+        data=data_options(args, distractors=1),
+        model=args.model,
+        options={
+            "max_new_tokens": args.max_new_tokens,
+            "heads": args.heads,
+            "mlps": args.mlps,
+            "mode": args.mode,
+            "top_k": args.top_k,
+            "kind": args.kind,
+            "random_seeds": args.random_seeds,
+            "means": None if means is None else str(means.resolve()),
+        },
+    )
+    if means is not None and not means.is_file():
+        save_means(config, means)
+    frame = run_with_args(config, out, args)
+    ids = set(frame.loc[frame["status"] == "ok", "id"])
+    summary = summarise([r for r in load_records(out) if r["id"] in ids])
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
     for name, metrics in summary.items():
         print(name, "  ".join(f"{m}={s['mean']:.3f}±{s['std']:.3f}" for m, s in metrics.items()))
 

@@ -1,7 +1,7 @@
 """Localise the heads and MLPs that carry the top ARC-JSD source, averaged over a dataset.
 
-Appends one JSON line per example to ``OUT/examples.jsonl`` as it goes (rerunning skips the
-examples already there), then writes ``components.csv`` (mean and std per component),
+A sweep of the ``localize`` method (see ``mechrag sweep``): one record per example in
+``OUT/records.jsonl`` (a rerun resumes), then ``components.csv`` (mean and std per component),
 ``top_components.csv``, ``summary.json`` (Spearman rho of JSD vs semantic gain) and the plots.
 
     python experiments/localize_heads.py --dataset hotpotqa --n 10 --out results/localize
@@ -11,56 +11,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
-import torch
-from mechrag.attribution.arc_jsd import arc_jsd_for_task
-from mechrag.attribution.context import AttributionTask
 
-from mechrag.data import load_examples
-from mechrag.mechanism import ComponentAttribution, localize_task, spearman
-from mechrag.models import load_model
+from mechrag import ComponentAttribution
+from mechrag.metrics import spearman_test
+from mechrag.plots import save_figure
 from mechrag.plots.components import plot_gain_scatter
-from mechrag.plots.sources import save_figure
+from mechrag.sweep import SweepConfig, load_records
+from mechrag.sweep.cli import (
+    add_backend_arguments,
+    add_data_arguments,
+    data_options,
+    run_with_args,
+)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="hotpotqa")
-    parser.add_argument("--path", default=None, help="dataset file (default: shipped sample)")
-    parser.add_argument("--n", type=int, default=10)
-    parser.add_argument("--distractors", type=int, default=1)
+    add_data_arguments(parser, n=10)
+    parser.set_defaults(dataset="hotpotqa", threads=1)
     parser.add_argument("--model", default=None)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--top-k", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("results/localize"))
+    add_backend_arguments(parser)
     return parser.parse_args()
 
 
-def run_example(model, example, max_new_tokens: int) -> dict:
-    start = time.perf_counter()
-    task = AttributionTask.prepare(
-        model, example.query, example.sources, max_new_tokens=max_new_tokens, progress=False
-    )
-    attribution = arc_jsd_for_task(task)
-    result = localize_task(task, attribution=attribution)
-    rho, p = result.spearman()
-    return {
-        "id": example.id,
-        "gold_ids": example.gold_ids,
-        "top_source_is_gold": result.source_id in example.gold_ids,
-        "rho": rho,
-        "p": p,
-        "seconds": time.perf_counter() - start,
-        "result": result.to_dict(),
-    }
-
-
 def summarise(records: list[dict], out: Path, k: int) -> dict:
-    results = [ComponentAttribution.from_dict(r["result"]) for r in records]
+    results = [ComponentAttribution.from_dict(r["result"]["result"]) for r in records]
     mean = ComponentAttribution.average(results)
     frame = mean.to_frame().rename(columns={"score": "mean", "semantic_gain": "mean_gain"})
     std = mean.metadata["std"]
@@ -68,18 +49,18 @@ def summarise(records: list[dict], out: Path, k: int) -> dict:
     frame.sort_values("rank").to_csv(out / "components.csv", index=False)
     top = frame.sort_values("rank").head(k)
     top.to_csv(out / "top_components.csv", index=False)
-    pooled = spearman(
+    pooled = spearman_test(
         np.concatenate([r.scores for r in results]), np.concatenate([r.gains for r in results])
     )
-    rhos = [r["rho"] for r in records]
+    rhos = [r["result"]["rho"] for r in records]
     summary = {
         "n": len(records),
         "spearman_per_example_mean": float(np.mean(rhos)),
         "spearman_per_example_std": float(np.std(rhos)),
-        "per_example_significant": int(sum(r["p"] < 0.05 for r in records)),
-        "spearman_pooled": {"rho": pooled[0], "p": pooled[1]},
+        "per_example_significant": int(sum(r["result"]["p"] < 0.05 for r in records)),
+        "spearman_pooled": dict(zip(("rho", "p"), pooled)),
         "spearman_of_means": dict(zip(("rho", "p"), mean.spearman())),
-        "top_source_is_gold": float(np.mean([r["top_source_is_gold"] for r in records])),
+        "top_source_is_gold": float(np.mean([r["result"]["top_source_is_gold"] for r in records])),
         "seconds_per_example": float(np.mean([r["seconds"] for r in records])),
         "top_components": [c.label for c in mean.top(k)],
     }
@@ -98,23 +79,20 @@ def summarise(records: list[dict], out: Path, k: int) -> dict:
 
 def main() -> None:
     args = parse_args()
-    torch.set_num_threads(args.threads)
-    args.out.mkdir(parents=True, exist_ok=True)
-    log = args.out / "examples.jsonl"
-    done = {}
-    if log.is_file():
-        done = {r["id"]: r for r in map(json.loads, log.read_text().splitlines()) if r}
-    examples = load_examples(args.dataset, args.path, n=args.n, distractors=args.distractors)
-    model = load_model(args.model)
-    for example in examples:
-        if example.id in done:
-            continue
-        record = run_example(model, example, args.max_new_tokens)
-        done[example.id] = record
-        with log.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
-        print(f"{example.id}: rho={record['rho']:.3f} ({record['seconds']:.1f} s)", flush=True)
-    summarise([done[e.id] for e in examples], args.out, args.top_k)
+    config = SweepConfig(
+        "localize",
+        args.dataset,
+        n=args.n,
+        path=args.path,
+        data=data_options(args, distractors=1),
+        model=args.model,
+        options={"max_new_tokens": args.max_new_tokens},
+    )
+    frame = run_with_args(config, args.out, args)
+    ids = set(frame.loc[frame["status"] == "ok", "id"])
+    if len(ids) < len(frame):
+        print(f"{len(frame) - len(ids)} examples failed; see {args.out}/records.jsonl")
+    summarise([r for r in load_records(args.out) if r["id"] in ids], args.out, args.top_k)
 
 
 if __name__ == "__main__":

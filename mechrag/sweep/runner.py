@@ -1,0 +1,261 @@
+"""The sweep runner: one method over a data set, one record per example, resumable.
+
+The driver loads the examples, skips those already recorded for the same config, hands the rest
+to a backend (in-process or Ray) and appends each record as it arrives: the driver is the only
+writer, each record is flushed and fsynced, and a torn last line from a kill is cut off on
+resume. A changed config in the same folder is refused unless ``force``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from mechrag.outputs import JsonlWriter, write_text_atomic
+from mechrag.sweep.config import SweepConfig
+from mechrag.sweep.methods import SweepMethod, get_method
+from mechrag.sweep.records import (
+    CONFIG_FILE,
+    RECORDS_FILE,
+    execute,
+    latest_records,
+    records_frame,
+)
+
+BACKENDS = ("local", "ray")
+SUMMARY_STEM = "summary"
+TOY_PREFIX = "toy:"
+
+
+class ConfigChangedError(ValueError):
+    """The output folder holds records of a different config."""
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where examples run: ``local`` (this process) or ``ray`` (one actor per worker).
+
+    ``address``: Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a local one
+    with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1).
+    """
+
+    name: str = "local"
+    address: str | None = None
+    workers: int = 1
+    gpus_per_worker: float = 0.0
+    threads: int | None = None
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise ValueError(f"unknown backend {self.name!r}: choose from {BACKENDS}")
+        if self.workers < 1 or self.max_attempts < 1:
+            raise ValueError("workers and max_attempts must be at least 1")
+
+
+def load_sweep_model(name: str | None):
+    """``mechrag.load_model(name)``; ``"toy:FAMILY"`` builds a tiny random model instead."""
+    if name is not None and name.startswith(TOY_PREFIX):
+        from mechrag.toy import tiny_model
+
+        return tiny_model(name.removeprefix(TOY_PREFIX))
+    from mechrag import load_model
+
+    return load_model(name)
+
+
+def data_option_names(dataset: str) -> set[str]:
+    """The options the reader of ``dataset`` takes besides ``path`` and ``n``."""
+    from mechrag.data import LOADERS
+
+    return set(inspect.signature(LOADERS[dataset]).parameters) - {"path", "n"}
+
+
+def load_sweep_examples(config: SweepConfig) -> list:
+    """The first ``config.n`` examples of the config's data set, with unique ids."""
+    from mechrag.data import load_examples
+
+    accepted = data_option_names(config.dataset)
+    unknown = sorted(set(config.data) - accepted)
+    if unknown:
+        raise ValueError(f"{config.dataset} takes data options {sorted(accepted)}, not {unknown}")
+    examples = load_examples(config.dataset, config.path, n=config.n, **config.data)
+    ids = [example.id for example in examples]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{config.dataset} has repeated example ids; records are keyed by id")
+    return examples
+
+
+def _claim_folder(out: Path, config: SweepConfig, force: bool) -> None:
+    """Refuse a folder holding another config's sweep unless ``force``; record this config."""
+    path = out / CONFIG_FILE
+    if path.is_file():
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if saved["hash"] != config.hash and not force:
+            raise ConfigChangedError(
+                f"{out} holds a sweep with another config (hash {saved['hash']}, now "
+                f"{config.hash}); use another folder or force=True (--force) to switch"
+            )
+    write_text_atomic(path, json.dumps({"hash": config.hash, "config": config.to_dict()}, indent=1))
+
+
+def run_local(
+    method: SweepMethod,
+    config: SweepConfig,
+    todo: list,
+    write: Callable[[dict], None],
+    ready: Callable[[], None],
+    backend: Backend,
+) -> None:
+    """Run ``todo`` ((index, example) pairs) in this process, loading the model once."""
+    if backend.threads:
+        import torch
+
+        torch.set_num_threads(backend.threads)
+    model = load_sweep_model(config.model) if method.needs_model else None
+    ready()
+    for index, example in todo:
+        write(execute(method, model, example, index, config.options, config.hash))
+
+
+def run_sweep(
+    config: SweepConfig,
+    out: str | Path,
+    *,
+    backend: Backend | None = None,
+    force: bool = False,
+    retry_errors: bool = False,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run ``config`` into ``out``, skipping examples already recorded; returns the summary.
+
+    ``retry_errors`` runs examples whose record is an error again. The summary (one row per
+    example: status, seconds and the result's scalar fields) is also written to
+    ``out/summary.parquet`` (``summary.csv`` without pyarrow).
+    """
+    from tqdm.auto import tqdm
+
+    backend = backend or Backend()
+    out = Path(out)
+    method = get_method(config.method)
+    examples = load_sweep_examples(config)
+    _claim_folder(out, config, force)
+    done = latest_records(out, config.hash)
+    todo = [
+        (index, example)
+        for index, example in enumerate(examples)
+        if example.id not in done or (retry_errors and done[example.id]["status"] == "error")
+    ]
+    if todo:
+        with (
+            JsonlWriter(out / RECORDS_FILE) as writer,
+            tqdm(
+                total=len(examples),
+                initial=len(examples) - len(todo),
+                disable=not progress,
+                desc=f"{config.method} on {config.dataset}",
+                unit="example",
+            ) as bar,
+        ):
+
+            def write(record: dict) -> None:
+                writer.write(record)
+                bar.update()
+
+            def ready() -> None:
+                """Models are loaded: time the ETA from here."""
+                bar.reset(total=len(examples))
+                bar.initial = bar.n = len(examples) - len(todo)
+                bar.refresh()
+
+            if backend.name == "ray":
+                from mechrag.sweep.ray_backend import run_ray
+
+                run_ray(method, config, todo, write, ready, backend)
+            else:
+                run_local(method, config, todo, write, ready, backend)
+    return write_summary(out, [example.id for example in examples], config.hash)
+
+
+def write_summary(out: Path, ids: list[str], config_hash: str) -> pd.DataFrame:
+    """Per-example table of the newest records of ``ids``, saved as Parquet (or CSV)."""
+    latest = latest_records(out, config_hash)
+    frame = records_frame([latest[i] for i in ids if i in latest])
+    temporary = out / f".{SUMMARY_STEM}.partial"
+    try:
+        frame.to_parquet(temporary, index=False)
+        suffix = "parquet"
+    except (ImportError, TypeError, ValueError):  # no pyarrow, or columns of mixed types
+        frame.to_csv(temporary, index=False)
+        suffix = "csv"
+    os.replace(temporary, out / f"{SUMMARY_STEM}.{suffix}")
+    stale = "csv" if suffix == "parquet" else "parquet"
+    (out / f"{SUMMARY_STEM}.{stale}").unlink(missing_ok=True)
+    return frame
+
+
+def load_records(out: str | Path) -> list[dict]:
+    """The newest record of each example of the sweep in ``out`` (its current config)."""
+    out = Path(out)
+    path = out / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no sweep in {out} (missing {CONFIG_FILE})")
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    return sorted(latest_records(out, saved["hash"]).values(), key=lambda r: r["index"])
+
+
+def read_summary(out: str | Path) -> pd.DataFrame:
+    """The per-example table of the sweep in ``out`` (rebuilt from its records)."""
+    return records_frame(load_records(out))
+
+
+def sweep(
+    method: str,
+    dataset: str = "hotpotqa",
+    *,
+    out: str | Path,
+    n: int | None = None,
+    options: dict | None = None,
+    data: dict | None = None,
+    path: str | None = None,
+    model: str | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int = 1,
+    gpus_per_worker: float = 0.0,
+    threads: int | None = None,
+    force: bool = False,
+    retry_errors: bool = False,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Run ``method`` over the first ``n`` examples of ``dataset``, one record each, into ``out``.
+
+    ``options``: the method's options (e.g. ``{"max_new_tokens": 32}``); ``data``: the data
+    reader's (``{"distractors": 2}``). Rerunning resumes; see :func:`run_sweep`. Returns the
+    per-example summary table.
+
+    >>> mechrag.sweep("arc_jsd", "hotpotqa", n=20, out="runs/hotpot")  # doctest: +SKIP
+    """
+    config = SweepConfig(
+        method=method,
+        dataset=dataset,
+        n=n,
+        path=path,
+        data=dict(data or {}),
+        model=model,
+        options=dict(options or {}),
+    )
+    return run_sweep(
+        config,
+        out,
+        backend=Backend(backend, address, workers, gpus_per_worker, threads),
+        force=force,
+        retry_errors=retry_errors,
+        progress=progress,
+    )
