@@ -27,7 +27,7 @@ def plot_echo_strip(echo, ax=None, cmap: str = "viridis"):
     return fig
 
 
-def plot_conditions(rows: list[dict], metrics=("hallucination", "f1")):
+def plot_conditions(rows: list[dict], metrics=("hallucinated", "f1")):
     """Horizontal bars of each condition's metrics with their intervals.
 
     ``rows``: dicts with ``condition`` and, per metric, ``{metric: {"estimate", "low", "high"}}``.
