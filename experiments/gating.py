@@ -40,10 +40,9 @@ import matplotlib
 import numpy as np
 import torch
 
-from mechrag import ComponentAttribution, Source, load_model, localize
-from mechrag.attribution.context import AttributionTask
+from mechrag import Case, ComponentAttribution, Source, load_model
+from mechrag.adapter import greedy_generate
 from mechrag.data import RAGExample, load_hotpotqa, load_squad
-from mechrag.generation import generate_response
 from mechrag.mechanism.echo import detector_scores, echo
 from mechrag.mechanism.gated_decoding import decode_with_gates
 from mechrag.mechanism.gates import Gates
@@ -159,16 +158,10 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
 # --- responses -----------------------------------------------------------------------------
 
 
-def make_case(model, example: RAGExample, response, args):
-    """The case of ``example`` (switches to ``mechrag.Case`` once it lands)."""
-    return AttributionTask.prepare(
-        model,
-        example.query,
-        example.sources,
-        response,
-        template=ABSTENTION_TEMPLATE,
-        max_new_tokens=args.max_new_tokens,
-        progress=False,
+def make_case(model, example: RAGExample, args) -> Case:
+    """The case of ``example`` with its greedy response under the abstention prompt."""
+    return Case.from_example(
+        model, example, template=ABSTENTION_TEMPLATE, max_new_tokens=args.max_new_tokens
     )
 
 
@@ -180,14 +173,11 @@ def respond(model, builder, args, gates: Gates | None = None, threshold: float |
             model, builder.ids(), builder.ids(empty), gates, threshold, args.max_new_tokens
         )
         return model.tokenizer.decode(decoded.response_ids), decoded.n_fired
-    try:
-        if gates is None:
-            ids = generate_response(model, builder, args.max_new_tokens)
-        else:
-            with gates.apply(model):
-                ids = generate_response(model, builder, args.max_new_tokens)
-    except ValueError:  # empty response
-        return "", 0
+    if gates is None:
+        ids = greedy_generate(model, builder.ids(), args.max_new_tokens)
+    else:
+        with gates.apply(model):
+            ids = greedy_generate(model, builder.ids(), args.max_new_tokens)
     return model.tokenizer.decode(ids), 0
 
 
@@ -223,21 +213,13 @@ def calibrate(model, examples, args, folder: Path) -> dict:
     attributions, plain, echoes, rhos = [], [], [], {"response": [], "answer": []}
     cases = []
     for example in examples:
-        case = make_case(model, example, None, args)
+        case = make_case(model, example, args)
         cases.append(case)
         text = case.response_text
         plain.append(judged(text, example, case.builder))
         result = echo(case)
         echoes.append(result)
-        located = localize(
-            model,
-            example.query,
-            example.sources,
-            source=result.top_source,
-            response=case.response_ids,
-            template=ABSTENTION_TEMPLATE,
-            engine=case.engine,
-        )
+        located = case.localize(result.top_source)
         attributions.append(located)
         rhos["response"].append(spearman(located.scores, located.gains))
         if gold_answers(example):
@@ -323,7 +305,7 @@ def calibrate(model, examples, args, folder: Path) -> dict:
 
 def evaluate(model, example: RAGExample, calibration: dict, args) -> dict:
     """Every condition's judged response and the detector scores on one test example."""
-    case = make_case(model, example, None, args)
+    case = make_case(model, example, args)
     builder = case.builder
     conditions = {"none": judged(case.response_text, example, builder)}
     for name, chosen in calibration["rules"].items():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from mechrag.attribution.context import AttributionTask
+from mechrag import Case
 from mechrag.divergences import jsd
 from mechrag.mechanism.echo import answer_token_mask, detector_scores, echo
 
@@ -27,7 +27,7 @@ def _response_logprobs(model, prompt, response):
 
 @pytest.fixture(scope="module")
 def case(tiny_gpt2):
-    return AttributionTask.prepare(tiny_gpt2, QUERY, SOURCES, RESPONSE)
+    return Case(tiny_gpt2, QUERY, SOURCES, RESPONSE)
 
 
 def test_echo_equals_two_pass_computation(case):
@@ -43,7 +43,7 @@ def test_echo_equals_two_pass_computation(case):
         mask[index] = False
         removed.append(jsd(full, _response_logprobs(model, builder.ids(mask), response)).numpy())
     top = int(np.argmax([r.sum() for r in removed]))
-    assert result.top_source == f"s{top}"
+    assert result.top_source == case.sources[top].id
     np.testing.assert_allclose(result.source, removed[top], atol=1e-5)
     keep = result.answer_mask
     assert result.mean == pytest.approx(result.context[keep].mean())
@@ -66,7 +66,7 @@ def test_detector_scores_match_direct_computation(case):
     scores = detector_scores(case, result)
     full = _response_logprobs(model, builder.ids(), response)
     mask = torch.ones(3, dtype=torch.bool)
-    mask[int(result.top_source[1:])] = False
+    mask[case.source_index(result.top_source)] = False
     reduced = _response_logprobs(model, builder.ids(mask), response)
     targets = torch.tensor(response)[:, None]
     token_full = full.gather(-1, targets)[:, 0].double().numpy()

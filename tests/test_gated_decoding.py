@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from mechrag.adapter import greedy_generate
 from mechrag.divergences import jsd
-from mechrag.generation import generate_response
 from mechrag.mechanism.gated_decoding import decode_with_gates
 from mechrag.mechanism.gates import Gates
 from mechrag.prompts import PromptBuilder
@@ -28,7 +28,7 @@ def _next_logprobs(model, ids, hooks=()):
 def test_no_gate_fired_equals_plain_greedy(tiny_llama):
     builder = _builder(tiny_llama)
     empty = torch.zeros(builder.n_sources, dtype=torch.bool)
-    plain = generate_response(tiny_llama, builder, max_new_tokens=12)
+    plain = greedy_generate(tiny_llama, builder.ids(), max_new_tokens=12)
     decoded = decode_with_gates(
         tiny_llama, builder.ids(), builder.ids(empty), GATES, threshold=0.0, max_new_tokens=12
     )
@@ -80,5 +80,5 @@ def test_gate_on_every_step_matches_position_selective_reference(tiny_llama):
     for _ in range(len(decoded.response_ids)):
         reference.append(int(_next_logprobs(tiny_llama, prompt + reference, hooks).argmax()))
     assert decoded.response_ids == reference
-    plain = generate_response(tiny_llama, builder, max_new_tokens=8)
+    plain = greedy_generate(tiny_llama, builder.ids(), max_new_tokens=8)
     assert decoded.response_ids != plain  # the gates changed the response

@@ -8,8 +8,8 @@ import pytest
 import torch
 from scipy import stats
 
-from mechrag.mechanism import localize, spearman
-from mechrag.mechanism.semantic_gain import case_semantic_gain
+from mechrag import Case, localize
+from mechrag.mechanism.semantic_gain import case_semantic_gain, spearman
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 
@@ -63,7 +63,7 @@ def _unembedding(model):
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_gain_matches_direct_computation(family, request):
     model = request.getfixturevalue(family)
-    result = localize(model, QUERY, SOURCES, source="s2", response=RESPONSE)
+    result = localize(model, QUERY, SOURCES, source="p0s2", response=RESPONSE)
     builder = PromptBuilder(model.tokenizer, QUERY, as_sources(SOURCES))
     response = builder.response_ids(RESPONSE)
     directions = _unembedding(model)[response][:, None]  # one direction per position
@@ -82,10 +82,8 @@ def test_gain_matches_direct_computation(family, request):
 
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_answer_target_matches_direct_computation(family, request):
-    from mechrag.attribution.context import AttributionTask
-
     model = request.getfixturevalue(family)
-    task = AttributionTask.prepare(model, QUERY, SOURCES, RESPONSE)
+    task = Case(model, QUERY, SOURCES, RESPONSE)
     gain = case_semantic_gain(task, target="answer", answer="the red mat")
     assert gain.target == "answer"
     answer = task.builder.response_ids("the red mat")
@@ -116,7 +114,7 @@ def test_spearman_matches_scipy():
 
 
 def test_without_gains(tiny_llama):
-    result = localize(tiny_llama, QUERY, SOURCES, source="s0", response=RESPONSE, gains=False)
+    result = localize(tiny_llama, QUERY, SOURCES, source="p0s0", response=RESPONSE, gains=False)
     assert result.gains is None
     assert np.isnan(result.to_frame()["semantic_gain"]).all()
     with pytest.raises(ValueError, match="no semantic gains"):

@@ -27,33 +27,7 @@ import numpy as np
 import torch
 from jaxtyping import Bool, Float
 
-from mechrag.divergences import jsd
-
 DEFAULT_THRESHOLD = 0.1
-
-
-# The three calls below are what the case object provides (``case.token_divergences``,
-# ``case.token_logprobs``); until it lands they run the engine directly.
-def token_divergences(case, masks) -> Float[np.ndarray, "m n_response"]:
-    """``JSD(P_full,t || P_mask,t)`` for every mask and response token."""
-    masks = torch.as_tensor(np.asarray(masks), dtype=torch.bool)
-    return case.engine.compare_to_full(case.builder, case.response_ids, masks, jsd).double().numpy()
-
-
-def token_logprobs(case, masks) -> Float[np.ndarray, "m n_response"]:
-    """``log P(r_t | prompt(mask), r_<t)`` for every mask and response token."""
-    masks = torch.as_tensor(np.asarray(masks), dtype=torch.bool)
-    return case.engine.token_logprobs(case.builder, case.response_ids, masks).double().numpy()
-
-
-def token_entropies(case) -> Float[np.ndarray, " n_response"]:
-    """Entropy (nats) of the full-context next-token distribution at every response position."""
-
-    def entropy(logprobs, _masks):
-        return torch.special.entr(logprobs.exp()).sum(-1)
-
-    full = case.builder.full_mask()[None]
-    return case.engine.run(case.builder, case.response_ids, full, entropy)[0].double().numpy()
 
 
 def answer_token_mask(tokens: list[str]) -> Bool[np.ndarray, " n_response"]:
@@ -118,26 +92,21 @@ class Echo:
         return plot_echo_strip(self, ax=ax)
 
 
-def leave_one_out(n_sources: int) -> Bool[np.ndarray, "n_sources n_sources"]:
-    return ~np.eye(n_sources, dtype=bool)
-
-
 def echo(case, *, threshold: float = DEFAULT_THRESHOLD) -> Echo:
     """Context echo and top-source echo of ``case``'s response (one engine call).
 
-    ``case``: a :class:`mechrag.Case` (anything with ``builder``, ``engine``, ``response_ids``
-    and ``response_tokens``).
+    ``case``: a :class:`mechrag.Case`; the masks it scores (query alone, each source left out)
+    stay in its cache, so a later ``case.arc_jsd()`` costs nothing more.
     """
-    n_sources = case.builder.n_sources
-    masks = np.concatenate([np.zeros((1, n_sources), dtype=bool), leave_one_out(n_sources)])
-    divergences = token_divergences(case, masks)
+    masks = np.concatenate([case.empty_mask()[None], case.leave_one_out_masks()])
+    divergences = case.token_divergences(masks)
     top = int(np.argmax(divergences[1:].sum(-1)))
     tokens = list(case.response_tokens)
     return Echo(
         response_tokens=tokens,
         context=divergences[0],
         source=divergences[1 + top],
-        top_source=case.builder.sources[top].id,
+        top_source=case.sources[top].id,
         answer_mask=answer_token_mask(tokens),
         threshold=threshold,
     )
@@ -145,11 +114,11 @@ def echo(case, *, threshold: float = DEFAULT_THRESHOLD) -> Echo:
 
 def detector_scores(case, result: Echo) -> dict[str, float]:
     """Suspicion scores (higher = more likely hallucinated) of the echo and the baselines."""
-    ids = [s.id for s in case.builder.sources]
-    without_top = np.ones((2, len(ids)), dtype=bool)
-    without_top[1, ids.index(result.top_source)] = False
-    logprobs = token_logprobs(case, without_top)
-    entropies = token_entropies(case)
+    without_top = np.stack([case.full_mask(), case.full_mask()])
+    without_top[1, case.source_index(result.top_source)] = False
+    logprobs = case.token_logprobs(without_top)
+    full = case.reference_logprobs()  # [T, vocab], the full-context distributions
+    entropies = torch.special.entr(full.exp()).sum(-1).double().numpy()
     keep = result.answer_mask
     return {
         "echo": -result.summary("context")["mean"],

@@ -28,9 +28,8 @@ def marked(echo_result) -> str:
 def cmd_gate(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag import load_model, localize
-    from mechrag.attribution.context import AttributionTask
-    from mechrag.generation import generate_response
+    from mechrag import Case, load_model
+    from mechrag.adapter import greedy_generate
     from mechrag.mechanism.echo import echo
     from mechrag.mechanism.gated_decoding import decode_with_gates
     from mechrag.mechanism.gating_rules import GatingRule
@@ -39,12 +38,9 @@ def cmd_gate(args: argparse.Namespace) -> None:
 
     sources = _read_context(args.context_file, "sentence")
     model = load_model(args.model)
-    options = {"max_new_tokens": args.max_new_tokens, "progress": False}
-    case = AttributionTask.prepare(model, args.query, sources, args.response, **options)
+    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
     plain = echo(case, threshold=args.threshold)
-    located = localize(
-        model, args.query, sources, source=plain.top_source, response=case.response_ids
-    )
+    located = case.localize(plain.top_source)
     rule = GatingRule(args.rule, k=args.top_k, factor=args.factor)
     gates = rule.gates(located)
     builder = case.builder
@@ -56,8 +52,10 @@ def cmd_gate(args: argparse.Namespace) -> None:
         gated_ids, fired = decoded.response_ids, decoded.n_fired
     else:
         with gates.apply(model):
-            gated_ids, fired = generate_response(model, builder, args.max_new_tokens), None
-    gated_case = AttributionTask.prepare(model, args.query, sources, gated_ids, **options)
+            gated_ids, fired = greedy_generate(model, builder.ids(), args.max_new_tokens), None
+    if not gated_ids:
+        raise ValueError("the gated model generated an empty response")
+    gated_case = Case(model, args.query, sources, gated_ids, engine=case.engine)
     gated = echo(gated_case, threshold=args.threshold)
     print(f"top source: {plain.top_source}; rule {rule.label}: {', '.join(gates.labels())}")
     print(f"echo threshold {args.threshold:g}; [[token]] = answer token below it\n")

@@ -7,10 +7,10 @@ and the query-alone prompt, both followed by ``r_<t``. It feeds the last token t
 undone (its cache cut by one position) and re-run with the gates active, so both the next token
 and that position's keys and values come from the gated model. The token is ``argmax`` of the
 (possibly gated) context distribution. With no gate firing the result equals plain greedy
-decoding token for token (a test checks this against :func:`mechrag.generation.generate_response`).
+decoding token for token (a test checks this against :func:`mechrag.adapter.greedy_generate`).
 
-Only the step functions :func:`prefill`, :func:`extend` and :func:`drop_last` touch the bridge and
-its Hugging Face cache.
+:func:`prefill` and :func:`extend` run through :func:`mechrag.adapter.forward`; :func:`drop_last`
+is the one direct touch of the Hugging Face cache (a candidate for the adapter).
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from mechrag.compat import patch_kv_cache_argument
+from mechrag import adapter
 from mechrag.divergences import jsd
-from mechrag.generation import _stop_ids
 from mechrag.mechanism.gates import Gates
 
 NextLogprobs = Float[torch.Tensor, " vocab"]
@@ -32,15 +31,15 @@ NextLogprobs = Float[torch.Tensor, " vocab"]
 
 def prefill(model, ids: Sequence[int]):
     """Run ``ids`` once and return the key-value cache (a Hugging Face ``Cache``)."""
-    tokens = torch.tensor([list(ids)], device=model.cfg.device)
-    _, cache = model(tokens, return_type="logits_and_cache")
+    tokens = torch.tensor([list(ids)], device=adapter.device(model))
+    _, cache = adapter.forward(model, tokens, n_logits=1, return_cache=True)
     return cache
 
 
 def extend(model, token: int, cache) -> NextLogprobs:
     """Feed one token on top of ``cache`` (updated in place); next-token log-probs (float32)."""
-    tokens = torch.tensor([[int(token)]], device=model.cfg.device)
-    logits = model(tokens, past_key_values=cache)
+    tokens = torch.tensor([[int(token)]], device=adapter.device(model))
+    logits = adapter.forward(model, tokens, n_logits=1, past=cache)
     return logits[0, -1].float().log_softmax(-1)
 
 
@@ -83,8 +82,7 @@ def decode_with_gates(
         raise ValueError("max_new_tokens must be at least 1")
     if len(prompt_ids) < 2 or len(query_only_ids) < 2:
         raise ValueError("prompts must have at least two tokens")
-    patch_kv_cache_argument()
-    stops = _stop_ids(model)
+    stops = adapter.stop_token_ids(model)
     context_cache = prefill(model, prompt_ids[:-1])
     query_cache = prefill(model, query_only_ids[:-1])
     context_token, query_token = prompt_ids[-1], query_only_ids[-1]

@@ -23,6 +23,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
+from mechrag import adapter
+
 # ``edit(activation)`` returns the replacement for a [..., n_chosen, d_head] slice of ``z`` (heads)
 # or for a [..., d_model] MLP output.
 Edit = Callable[[Tensor], Tensor]
@@ -64,10 +66,12 @@ def edit_components(
         model, [(layer, h) for layer, (chosen, _) in heads.items() for h in chosen], list(mlps)
     )
     hooks = [
-        (f"blocks.{layer}.attn.hook_z", _head_hook(list(chosen), edit))
+        (adapter.hook_name(layer, "z"), _head_hook(list(chosen), edit))
         for layer, (chosen, edit) in heads.items()
     ]
-    hooks += [(f"blocks.{layer}.hook_mlp_out", _mlp_hook(edit)) for layer, edit in mlps.items()]
+    hooks += [
+        (adapter.hook_name(layer, "mlp_out"), _mlp_hook(edit)) for layer, edit in mlps.items()
+    ]
     with model.hooks(fwd_hooks=hooks):
         yield
 
@@ -105,8 +109,7 @@ def gate(
     for (layer, head), factor in (heads or {}).items():
         by_layer.setdefault(int(layer), {})[int(head)] = _check_factor(factor)
     head_edits = {
-        layer: (list(chosen), _scaler(list(chosen.values())))
-        for layer, chosen in by_layer.items()
+        layer: (list(chosen), _scaler(list(chosen.values()))) for layer, chosen in by_layer.items()
     }
     mlp_edits = {int(layer): _mlp_scaler(_check_factor(f)) for layer, f in (mlps or {}).items()}
     with edit_components(model, head_edits, mlp_edits):

@@ -29,11 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from scipy import stats
 from torch import Tensor
 
-from mechrag.mechanism.lens import ResponseActivations, capture_response_activations, head_writes
+from mechrag import adapter
+from mechrag.mechanism.lens import ResponseActivations, head_writes
 
 TARGETS = ("response", "answer")
 
@@ -48,29 +49,11 @@ class SemanticGain:
     target: str = "response"
 
 
-def target_directions(
-    model, token_ids: Int[Tensor, " n_tokens"]
-) -> Float[Tensor, "n_tokens d_model"]:
-    """Unembedding column ``W_U[:, v]`` of every token ``v``, as rows."""
-    return model.W_U.detach().float()[:, token_ids.to(model.W_U.device)].T
-
-
-def final_norm(model, x: Float[Tensor, "*batch d_model"]) -> Float[Tensor, "*batch d_model"]:
-    """The model's own final norm applied to ``x`` (float32 result)."""
-    parameter = next(model.original_model.parameters())
-    return model.ln_final(x.to(parameter.device, parameter.dtype)).float()
-
-
-def layer_output_weight(model, layer: int) -> Float[Tensor, "n_heads d_head d_model"]:
-    """``W_O`` of one layer, in float32."""
-    return model.blocks[layer].attn.W_O.detach().float()
-
-
 def alignment(
     model, x: Float[Tensor, "*batch n_response d_model"], u: Float[Tensor, "n_response m d_model"]
 ) -> Float[Tensor, "*batch n_response"]:
     """``mean_j cos(final_norm(x[t]), u[t, j])`` at every position ``t``."""
-    normed = final_norm(model, x).to(u.device)
+    normed = adapter.final_norm(model, x).to(u.device)
     cosines = torch.nn.functional.cosine_similarity(normed[..., None, :], u, dim=-1)
     return cosines.mean(-1)
 
@@ -80,10 +63,10 @@ def _directions(model, response_ids, target: str, answer_ids) -> Tensor:
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     if target == "response":
-        return target_directions(model, torch.as_tensor(list(response_ids)))[:, None]
+        return adapter.unembedding_directions(model, torch.as_tensor(list(response_ids)))[:, None]
     if not answer_ids:
         raise ValueError("target='answer' needs the gold answer's token ids (answer_ids)")
-    answer = target_directions(model, torch.as_tensor(list(answer_ids)))
+    answer = adapter.unembedding_directions(model, torch.as_tensor(list(answer_ids)))
     return answer[None].expand(len(response_ids), -1, -1)
 
 
@@ -105,7 +88,7 @@ def semantic_gain(
         mid = activations.resid_mid[layer, row]
         post = activations.resid_post[layer, row]
         base, middle = alignment(model, pre, u), alignment(model, mid, u)
-        writes = head_writes(activations.z[layer, row], layer_output_weight(model, layer))
+        writes = head_writes(activations.z[layer, row], adapter.output_weight(model, layer))
         with_head = alignment(model, (pre[:, None] + writes.to(pre.device)).transpose(0, 1), u)
         heads.append((with_head - base).mean(-1))
         attention.append((middle - base).mean())
@@ -120,18 +103,15 @@ def semantic_gain(
 
 @torch.inference_mode()
 def case_semantic_gain(case, *, target: str = "response", answer: str | None = None):
-    """Semantic gain on a case's full-context prompt (one forward pass).
+    """Semantic gain on a :class:`mechrag.Case`'s full-context prompt (one captured pass).
 
-    ``case``: anything with ``model``, ``builder``, ``engine`` and ``response_ids`` (a
-    :class:`mechrag.Case`). ``answer``: the gold answer text, for ``target="answer"``.
+    ``answer``: the gold answer text, for ``target="answer"``.
     """
-    builder, response_ids = case.builder, case.response_ids
-    ids, attention = case.engine.batch_inputs(
-        case.engine.sequences(builder, response_ids, builder.full_mask()[None])
+    activations = ResponseActivations(**case.capture(case.full_mask()[None], tuple(adapter.SITES)))
+    answer_ids = case.builder.response_ids(answer) if answer is not None else None
+    return semantic_gain(
+        case.model, activations, case.response_ids, target=target, answer_ids=answer_ids
     )
-    acts = capture_response_activations(case.model, ids, attention, len(response_ids))
-    answer_ids = builder.response_ids(answer) if answer is not None else None
-    return semantic_gain(case.model, acts, response_ids, target=target, answer_ids=answer_ids)
 
 
 def spearman(scores, gains) -> tuple[float, float]:
