@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mechrag.cli import _add_case, _add_common, _read_context
+from mechrag.cli import _add_case, _add_common, _read_case_inputs
 from mechrag.mechanism.echo import DEFAULT_THRESHOLD
 from mechrag.mechanism.gating_rules import DEFAULT_FACTORS, RULES
 
@@ -36,7 +36,7 @@ def cmd_gate(args: argparse.Namespace) -> None:
     from mechrag.outputs import write_text_atomic
     from mechrag.plots import save_figure
 
-    sources = _read_context(args.context_file, "sentence")
+    sources = _read_case_inputs(args)
     model = load_model(args.model)
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
     plain = echo(case, threshold=args.threshold)
