@@ -17,7 +17,7 @@ from mechrag.engine import Engine
 from mechrag.mechanism import ComponentAttribution, ablate
 from mechrag.models import load_model
 from mechrag.prompts import PromptBuilder
-from mechrag.results import Attribution
+from mechrag.results import Attribution, Result
 from mechrag.sources import Source, as_sources, split_sentences
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "KernelSHAP",
     "LeaveOneOut",
     "PromptBuilder",
+    "Result",
     "Source",
     "TMCShapley",
     "ablate",

@@ -238,7 +238,9 @@ def _float32(model, name: str, module: torch.nn.Module) -> torch.nn.Module:
         return module
     copies = _FLOAT32_MODULES.setdefault(model, {})
     if name not in copies:
-        copies[name] = copy.deepcopy(module).float()
+        # Made outside inference mode, so the copy also serves passes that track gradients.
+        with torch.inference_mode(False), torch.no_grad():
+            copies[name] = copy.deepcopy(module).float().requires_grad_(False)
     return copies[name]
 
 

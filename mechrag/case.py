@@ -256,11 +256,8 @@ class Case:
             response_tokens=self.response_tokens,
             token_scores=token_scores,
             model_calls=model_calls,
-            metadata={
-                "forward_passes": self.engine.forward_passes - passes,
-                "seconds": time.perf_counter() - seconds,
-                **extra,
-            },
+            forward_passes=self.engine.forward_passes - passes,
+            metadata={"seconds": time.perf_counter() - seconds, **extra},
         )
 
     def _start(self) -> tuple[int, float]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -36,21 +35,6 @@ def _read_case_inputs(args: argparse.Namespace, unit: str = "sentence"):
     return as_sources(sentences_from_paragraphs([(None, p) for p in paragraphs]))
 
 
-def save_attribution(attribution, out: str | Path, name: str, highlight=()) -> list[Path]:
-    """Write ``name``.csv/.json and the bar chart (.png/.svg) under ``out``."""
-    from mechrag.outputs import write_text_atomic
-    from mechrag.plots import save_figure
-
-    out = Path(out)
-    figure = attribution.plot(highlight=highlight)
-    written = [
-        write_text_atomic(out / f"{name}.csv", attribution.to_frame().to_csv(index=False)),
-        write_text_atomic(out / f"{name}.json", json.dumps(attribution.to_dict(), indent=1)),
-    ]
-    written += save_figure(figure, out / f"{name}_scores")
-    return written
-
-
 def print_ranking(attribution, k: int, gold=()) -> None:
     frame = attribution.to_frame().sort_values("rank").head(k)
     print(f"query:    {attribution.query}")
@@ -75,7 +59,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
     print_ranking(attribution, args.top_k)
     print(f"\n{time.perf_counter() - start:.1f} s")
     if args.out:
-        for path in save_attribution(attribution, args.out, f"attribution_{args.method}"):
+        for path in attribution.save(args.out, f"attribution_{args.method}"):
             print(f"wrote {path}")
 
 
@@ -95,7 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
     print_ranking(attribution, args.top_k, example.gold_ids)
     top_is_gold = attribution.top(1)[0][0].id in example.gold_ids
     print(f"\ntop-1 is gold: {top_is_gold}; {time.perf_counter() - start:.1f} s")
-    for path in save_attribution(attribution, args.out, "demo_arc_jsd", example.gold_ids):
+    figure = attribution.plot(highlight=example.gold_ids)
+    for path in attribution.save(args.out, "demo_arc_jsd", figure=figure):
         print(f"wrote {path}")
 
 
@@ -104,7 +89,6 @@ COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
 
 def cmd_localize(args: argparse.Namespace) -> None:
     from mechrag import Case, load_model
-    from mechrag.outputs import write_text_atomic
     from mechrag.plots import save_figure
 
     sources = _read_case_inputs(args)
@@ -120,11 +104,10 @@ def cmd_localize(args: argparse.Namespace) -> None:
     print(result.to_frame().sort_values("rank").head(args.top_k).to_string(index=False))
     if args.out:
         out = Path(args.out)
-        figures = {name: getattr(result, name)() for name in COMPONENT_PLOTS}
-        for name, figure in figures.items():
-            save_figure(figure, out / f"components_{name.removeprefix('plot_')}")
-        write_text_atomic(out / "components.json", json.dumps(result.to_dict()))
-        print(f"wrote plots and components.json to {out}")
+        for name in COMPONENT_PLOTS:
+            save_figure(getattr(result, name)(), out / f"components_{name.removeprefix('plot_')}")
+        result.save(out, "components")
+        print(f"wrote plots, components.csv and components.json to {out}")
 
 
 def _add_common(parser: argparse.ArgumentParser, max_new_tokens: int, out_help: str) -> None:

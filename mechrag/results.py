@@ -1,13 +1,16 @@
-"""Attribution results: one type returned by every source-attribution method.
+"""Results: one base every method's result shares, and the per-source :class:`Attribution`.
 
-An :class:`Attribution` holds a score per source (higher = the response rests on it more), an
-optional ``[n_sources, n_response_tokens]`` matrix, and the response it explains. It ranks,
-tabulates (``to_frame``), serialises (``to_dict``/``from_dict``) and plots itself.
+A :class:`Result` scores a flat list of items (sources, heads and MLPs, ...): higher = the
+response rests on the item more. The base ranks, tabulates (``to_frame``), serialises
+(``to_dict``/``from_dict``), prints its top items, plots and saves itself; a subclass names its
+items through small hooks (``labels``, ``_item``, ``_key_columns``, ``_extra_columns``).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,16 +19,124 @@ from jaxtyping import Float
 from mechrag.sources import Source
 
 
-@dataclass
-class Attribution:
-    """Per-source scores for one query, context and response.
+def _json_ready(value):
+    """``value`` with numpy arrays and scalars turned into lists and Python numbers."""
+    if isinstance(value, dict):
+        return {key: _json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_ready(item) for item in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    return value
 
-    ``token_scores[i, t]`` is source ``i``'s contribution at response token ``t`` (for ARC-JSD
-    the JSD at that token; ``scores`` is its sum over tokens). ``model_calls`` is the number of
-    subsets the model was run on (the budget actually spent).
+
+@dataclass
+class Result:
+    """Scores from one method over a flat list of items.
+
+    Subclasses provide ``scores`` (a field or a property: float64, one entry per item).
+    ``model_calls`` counts the distinct source subsets scored (the budget spent);
+    ``forward_passes`` the model forward passes actually run (batching and caching make it
+    differ).
     """
 
     method: str
+    _: KW_ONLY
+    model_calls: int | None = None
+    forward_passes: int | None = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def labels(self) -> list[str]:
+        """A short label per item, in item order (used by ``repr``, plots and highlights)."""
+        raise NotImplementedError
+
+    def _item(self, index: int):
+        """What ``top`` returns for item ``index``."""
+        raise NotImplementedError
+
+    def _key_columns(self) -> dict:
+        """Table columns that name each item (before score and rank)."""
+        raise NotImplementedError
+
+    def _extra_columns(self) -> dict:
+        """Table columns after score and rank."""
+        return {}
+
+    @property
+    def ranking(self) -> np.ndarray:
+        """Item indices, highest score first (ties keep item order)."""
+        return np.argsort(-self.scores, kind="stable")
+
+    def top(self, k: int = 1) -> list:
+        """The ``k`` highest-scoring items."""
+        return [self._item(int(i)) for i in self.ranking[:k]]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per item in item order: key columns, score, rank (1 = top), extras."""
+        ranks = np.empty(self.scores.size, dtype=int)
+        ranks[self.ranking] = np.arange(1, self.scores.size + 1)
+        columns = {**self._key_columns(), "score": self.scores, "rank": ranks}
+        return pd.DataFrame({**columns, **self._extra_columns()})
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary (``from_dict`` inverts it)."""
+        return _json_ready(asdict(self))
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """Inverse of ``to_dict``; also reads records written before ``forward_passes``
+        was a field (it was ``metadata['forward_passes']``)."""
+        fields = dict(data)
+        fields.setdefault("forward_passes", fields.get("metadata", {}).get("forward_passes"))
+        return cls(**fields)
+
+    def plot(self, k: int | None = 15, ax=None, highlight=()):
+        """Horizontal bars of the top ``k`` items (``highlight``: labels to mark)."""
+        from mechrag.plots.results import plot_scores
+
+        return plot_scores(self, k=k, ax=ax, highlight=highlight)
+
+    def save(self, directory: str | Path, name: str, figure=None) -> list[Path]:
+        """Write ``name``.csv (``to_frame``), ``name``.json (``to_dict``) and ``figure``
+        (default: ``plot()``) as ``name``_scores.png/.svg under ``directory``.
+
+        Each file appears only once fully written. Returns the written paths.
+        """
+        import matplotlib.pyplot as plt
+
+        from mechrag.outputs import write_text_atomic
+        from mechrag.plots.results import save_figure
+
+        directory, own_figure = Path(directory), figure is None
+        figure = self.plot() if own_figure else figure
+        try:
+            written = [
+                write_text_atomic(directory / f"{name}.csv", self.to_frame().to_csv(index=False)),
+                write_text_atomic(directory / f"{name}.json", json.dumps(self.to_dict(), indent=1)),
+            ]
+            return written + save_figure(figure, directory / f"{name}_scores")
+        finally:
+            if own_figure:
+                plt.close(figure)
+
+    def __repr__(self) -> str:
+        labels, scores = self.labels, self.scores
+        best = ", ".join(f"{labels[i]}={scores[i]:.4g}" for i in self.ranking[:3])
+        return f"{type(self).__name__}(method={self.method!r}, {self._summary()}, top=[{best}])"
+
+    def _summary(self) -> str:
+        return f"n_items={self.scores.size}"
+
+
+@dataclass(repr=False)
+class Attribution(Result):
+    """Per-source scores for one query, context and response.
+
+    ``token_scores[i, t]`` is source ``i``'s contribution at response token ``t`` (for ARC-JSD
+    the JSD at that token; ``scores`` is its sum over tokens).
+    """
+
     query: str
     sources: list[Source]
     scores: Float[np.ndarray, " n_sources"]
@@ -33,10 +144,9 @@ class Attribution:
     response_ids: list[int]
     response_tokens: list[str]
     token_scores: Float[np.ndarray, "n_sources n_response"] | None = None
-    model_calls: int | None = None
-    metadata: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.sources = [s if isinstance(s, Source) else Source(**s) for s in self.sources]
         self.scores = np.asarray(self.scores, dtype=np.float64)
         if self.scores.shape != (len(self.sources),):
             raise ValueError(f"scores must be [{len(self.sources)}], got {self.scores.shape}")
@@ -47,59 +157,33 @@ class Attribution:
                 raise ValueError(f"token_scores must be {expected}, got {self.token_scores.shape}")
 
     @property
-    def ranking(self) -> np.ndarray:
-        """Source indices, highest score first (ties keep source order)."""
-        return np.argsort(-self.scores, kind="stable")
+    def labels(self) -> list[str]:
+        return [s.id for s in self.sources]
 
-    def top(self, k: int = 1) -> list[tuple[Source, float]]:
-        """The ``k`` highest-scoring sources with their scores."""
-        return [(self.sources[i], float(self.scores[i])) for i in self.ranking[:k]]
+    def _item(self, index: int) -> tuple[Source, float]:
+        return self.sources[index], float(self.scores[index])
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per source: id, rank (1 = top), score, title, paragraph, text."""
-        ranks = np.empty(len(self.sources), dtype=int)
-        ranks[self.ranking] = np.arange(1, len(self.sources) + 1)
-        return pd.DataFrame(
-            {
-                "source_id": [s.id for s in self.sources],
-                "rank": ranks,
-                "score": self.scores,
-                "title": [s.title for s in self.sources],
-                "paragraph": [s.paragraph for s in self.sources],
-                "text": [s.text for s in self.sources],
-            }
-        )
+    def _key_columns(self) -> dict:
+        return {"source_id": self.labels}
 
-    def plot(self, k: int | None = 15, ax=None, **kwargs):
-        """Horizontal bar chart of the top ``k`` sources; returns the figure."""
+    def _extra_columns(self) -> dict:
+        return {
+            "title": [s.title for s in self.sources],
+            "paragraph": [s.paragraph for s in self.sources],
+            "text": [s.text for s in self.sources],
+        }
+
+    def _summary(self) -> str:
+        return f"n_sources={len(self.sources)}, n_response={len(self.response_ids)}"
+
+    def plot(self, k: int | None = 15, ax=None, highlight=()):
+        """Bars of the top ``k`` sources with their text (``highlight``: e.g. gold ids)."""
         from mechrag.plots.sources import plot_source_scores
 
-        return plot_source_scores(self, k=k, ax=ax, **kwargs)
+        return plot_source_scores(self, k=k, ax=ax, highlight=highlight)
 
     def plot_tokens(self, k: int | None = 10, ax=None, **kwargs):
         """Heatmap of the top ``k`` sources by response token; returns the figure."""
         from mechrag.plots.sources import plot_token_scores
 
         return plot_token_scores(self, k=k, ax=ax, **kwargs)
-
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary (``from_dict`` inverts it)."""
-        data = asdict(self)
-        data["scores"] = self.scores.tolist()
-        data["token_scores"] = None if self.token_scores is None else self.token_scores.tolist()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Attribution:
-        fields = dict(data)
-        fields["sources"] = [Source(**s) for s in fields["sources"]]
-        if fields.get("token_scores") is not None:
-            fields["token_scores"] = np.asarray(fields["token_scores"])
-        return cls(**fields)
-
-    def __repr__(self) -> str:
-        best = ", ".join(f"{s.id}={v:.4g}" for s, v in self.top(3))
-        return (
-            f"Attribution(method={self.method!r}, n_sources={len(self.sources)}, "
-            f"n_response={len(self.response_ids)}, top=[{best}])"
-        )

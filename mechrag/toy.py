@@ -93,14 +93,17 @@ def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
 
 
 def tiny_model(
-    family: str = "llama", chat: bool = True, seed: int = 0, prefix_space: bool = False
+    family: str = "llama",
+    chat: bool = True,
+    seed: int = 0,
+    prefix_space: bool = False,
+    dtype: torch.dtype = torch.float32,
 ):
     """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones."""
     from mechrag.models import wrap_hf_model
 
     tokenizer = byte_tokenizer(chat=chat, prefix_space=prefix_space)
-    bridge = wrap_hf_model(
-        tiny_hf_model(family, len(tokenizer), seed), tokenizer, name=f"tiny-{family}"
-    )
+    hf_model = tiny_hf_model(family, len(tokenizer), seed).to(dtype)
+    bridge = wrap_hf_model(hf_model, tokenizer, name=f"tiny-{family}", dtype=dtype)
     bridge.mechrag_name = f"tiny-{family}"
     return bridge

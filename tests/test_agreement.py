@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from mechrag.metrics import (
     agreement,
@@ -15,6 +17,7 @@ from mechrag.metrics import (
     precision_at_k,
     removal_top_k,
     spearman,
+    spearman_test,
     top_k,
 )
 
@@ -59,7 +62,71 @@ def test_precision_and_agreement_row():
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="score vectors"):
+    with pytest.raises(ValueError, match="equal-length score vectors"):
         pearson(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="equal-length"):
+        spearman_test(np.ones((2, 2)), np.ones((2, 2)))
     with pytest.raises(ValueError, match="k must be"):
         removal_top_k(lambda m: m.sum(1), 4, 4)
+
+
+def _brute_force_spearman(a, b) -> float:
+    """Pearson correlation of average ranks, ranks counted pair by pair."""
+
+    def ranks(x):
+        return np.array([1 + (x < v).sum() + ((x == v).sum() - 1) / 2 for v in x])
+
+    ra, rb = ranks(a) - ranks(a).mean(), ranks(b) - ranks(b).mean()
+    return float(ra @ rb / np.sqrt((ra @ ra) * (rb @ rb)))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_spearman_against_scipy_and_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 40))
+    a = rng.normal(size=n)
+    b = a + rng.normal(size=n)
+    b[: n // 3] = np.round(b[: n // 3])  # some ties
+    expected = stats.spearmanr(a, b)
+    assert spearman_test(a, b) == pytest.approx((expected.statistic, expected.pvalue))
+    assert spearman(a, b) == pytest.approx(_brute_force_spearman(a, b))
+    assert spearman(a, b) == spearman_test(a, b)[0]
+
+
+def test_spearman_constant_short_and_nan_inputs():
+    x = np.array([3.0, 1.0, 2.0, 5.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no scipy ConstantInputWarning leaks out
+        assert spearman(np.ones(5), x) == 0.0
+        assert np.isnan(spearman_test(np.ones(5), x)).all()
+        assert np.isnan(spearman_test(x, np.full(5, 2.0))).all()
+    rho, p = spearman_test([1.0, 2.0], [2.0, 1.0])  # two pairs: a rank order but no test
+    assert rho == pytest.approx(-1.0) and np.isnan(p)
+    # NaN pairs are skipped: same answer as on the complete pairs alone.
+    y = np.array([1.0, np.nan, 2.0, 4.0, 3.0])
+    with_nan = np.append(x, np.nan), np.append(y, 1.0)
+    assert spearman_test(*with_nan) == pytest.approx(
+        spearman_test(x[[0, 2, 3, 4]], y[[0, 2, 3, 4]])
+    )
+    assert pearson(*with_nan) == pytest.approx(pearson(x[[0, 2, 3, 4]], y[[0, 2, 3, 4]]))
+    assert spearman([np.nan, 1.0, 2.0], [1.0, np.nan, 2.0]) == 0.0  # one complete pair
+
+
+def test_component_spearman_uses_the_metric():
+    from mechrag.mechanism import ComponentAttribution
+
+    rng = np.random.default_rng(0)
+    result = ComponentAttribution(
+        query="q",
+        source_id="s0",
+        response="r",
+        response_ids=[1],
+        heads=rng.random((3, 4)),
+        mlps=rng.random(3),
+        resid_post=rng.random(3),
+        head_gain=rng.normal(size=(3, 4)),
+        attn_gain=rng.normal(size=3),
+        mlp_gain=rng.normal(size=3),
+    )
+    expected = stats.spearmanr(result.scores, result.gains)
+    assert result.spearman() == pytest.approx((expected.statistic, expected.pvalue))

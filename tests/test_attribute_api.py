@@ -32,12 +32,12 @@ def test_arc_jsd_then_loo_adds_no_pass_and_exact_scores_only_new_subsets(case):
     passes, rows = engine.forward_passes, engine.rows_scored
     loo = case.attribute("loo")
     assert engine.forward_passes == passes and engine.rows_scored == rows
-    assert loo.model_calls == 5 and loo.metadata["forward_passes"] == 0
+    assert loo.model_calls == 5 and loo.forward_passes == 0
     exact = case.attribute("exact")
     assert engine.rows_scored - rows == 2**4 - 5  # only the subsets not seen yet
     assert exact.model_calls == 16 and case.subsets_scored == 16
     again = case.attribute("exact")
-    assert again.metadata["forward_passes"] == 0
+    assert again.forward_passes == 0
     np.testing.assert_array_equal(again.scores, exact.scores)
 
 

@@ -1,4 +1,5 @@
-"""The Attribution result type: ranking, tables, plots, serialisation, checkout to disk."""
+"""Result types (Attribution, ComponentAttribution): ranking, tables, plots, serialisation,
+saving to disk, and the CLI that writes them."""
 
 import json
 
@@ -7,6 +8,7 @@ import pandas as pd
 import pytest
 
 from mechrag.cli import main
+from mechrag.mechanism import Component, ComponentAttribution
 from mechrag.results import Attribution
 from mechrag.sources import as_sources
 
@@ -24,33 +26,165 @@ def attribution():
         response_tokens=["a", "b"],
         token_scores=np.array([[0.05, 0.05], [0.2, 0.3], [0.4, 0.1]]),
         model_calls=4,
+        forward_passes=2,
+        metadata={"seed": np.int64(3)},
+    )
+
+
+@pytest.fixture
+def components():
+    """Two layers of three heads; L0H2 and MLP1 tie for first, L1H0 and MLP0 for third."""
+    return ComponentAttribution(
+        query="q?",
+        source_id="s1",
+        response="ab",
+        response_ids=[1, 2],
+        heads=np.array([[0.1, 0.0, 0.9], [0.5, 0.2, 0.3]]),
+        mlps=np.array([0.5, 0.9]),
+        resid_post=np.array([0.4, 1.0]),
+        head_gain=np.array([[0.0, -0.1, 0.3], [0.2, 0.1, 0.1]]),
+        attn_gain=np.array([0.2, 0.4]),
+        mlp_gain=np.array([0.2, 0.4]),
+        model_calls=2,
+        forward_passes=1,
     )
 
 
 def test_ranking_top_and_frame(attribution):
     assert attribution.ranking.tolist() == [1, 2, 0]  # ties keep source order
     assert [s.id for s, _ in attribution.top(2)] == ["p0s1", "p0s2"]
+    assert attribution.top(1) == [(attribution.sources[1], 0.5)]
     frame = attribution.to_frame()
     assert frame["rank"].tolist() == [3, 1, 2]
-    assert list(frame.columns) == ["source_id", "rank", "score", "title", "paragraph", "text"]
+    assert list(frame.columns) == ["source_id", "score", "rank", "title", "paragraph", "text"]
 
 
-def test_round_trip_through_json(attribution):
+def test_component_ranking_ties_top_and_frame(components):
+    # Flat order: L0H0 L0H1 L0H2 L1H0 L1H1 L1H2 MLP0 MLP1; ties keep that order.
+    assert components.ranking.tolist() == [2, 7, 3, 6, 5, 4, 0, 1]
+    assert components.labels[2] == "L0H2" and components.labels[7] == "MLP1"
+    assert components.top(3) == [
+        Component("head", 0, 2, 0.9),
+        Component("mlp", 1, None, 0.9),
+        Component("head", 1, 0, 0.5),
+    ]
+    assert [c.label for c in components.top(2, kind="mlp")] == ["MLP1", "MLP0"]
+    assert [c.label for c in components.top(2, kind="head")] == ["L0H2", "L1H0"]
+    with pytest.raises(ValueError, match="kind"):
+        components.top(1, kind="attn")
+    frame = components.to_frame()
+    assert list(frame.columns) == ["kind", "layer", "head", "score", "rank", "semantic_gain"]
+    assert frame["rank"].tolist() == [7, 8, 1, 3, 6, 5, 4, 2]
+    assert frame.loc[frame["rank"] == 1, "head"].item() == 2
+    assert frame["head"].isna().tolist() == [False] * 6 + [True] * 2
+    np.testing.assert_array_equal(frame["semantic_gain"], components.gains)
+
+
+def test_repr_shows_the_top_three(attribution, components):
+    assert repr(attribution) == (
+        "Attribution(method='arc_jsd', n_sources=3, n_response=2, "
+        "top=[p0s1=0.5, p0s2=0.5, p0s0=0.1])"
+    )
+    assert repr(components) == (
+        "ComponentAttribution(method='component_jsd', source='s1', layers=2, heads=3, "
+        "top=[L0H2=0.9, MLP1=0.9, L1H0=0.5])"
+    )
+
+
+@pytest.mark.parametrize("name", ["attribution", "components"])
+def test_round_trip_through_json(name, request):
+    result = request.getfixturevalue(name)
+    data = json.loads(json.dumps(result.to_dict()))  # raises on anything not JSON-ready
+    restored = type(result).from_dict(data)
+    assert restored.to_dict() == result.to_dict()
+    np.testing.assert_array_equal(restored.scores, result.scores)
+    assert (restored.model_calls, restored.forward_passes) == (
+        result.model_calls,
+        result.forward_passes,
+    )
+
+
+def test_round_trip_keeps_sources_and_token_scores(attribution):
     restored = Attribution.from_dict(json.loads(json.dumps(attribution.to_dict())))
     np.testing.assert_array_equal(restored.token_scores, attribution.token_scores)
     assert restored.sources == attribution.sources
+    assert restored.metadata == {"seed": 3}
 
 
-def test_shape_checks():
+def test_from_dict_reads_records_of_the_previous_version(attribution, components):
+    old = attribution.to_dict()
+    del old["forward_passes"]
+    old["metadata"] = {"forward_passes": 7}
+    restored = Attribution.from_dict(old)
+    assert restored.forward_passes == 7 and restored.model_calls == 4
+    old = components.to_dict()
+    for name in ("method", "model_calls", "forward_passes"):
+        del old[name]
+    restored = ComponentAttribution.from_dict(old)
+    assert restored.method == "component_jsd"
+    assert restored.model_calls is None and restored.forward_passes is None
+    np.testing.assert_array_equal(restored.heads, components.heads)
+
+
+def test_positional_construction_and_shape_checks():
+    sources = as_sources(["a", "b"])
+    result = Attribution("m", "q", sources, np.zeros(2), "r", [1], ["r"])
+    assert (result.method, result.model_calls, result.forward_passes) == ("m", None, None)
     with pytest.raises(ValueError, match="scores"):
-        Attribution("m", "q", as_sources(["a", "b"]), np.zeros(3), "r", [1], ["r"])
+        Attribution("m", "q", sources, np.zeros(3), "r", [1], ["r"])
+    with pytest.raises(ValueError, match="token_scores"):
+        Attribution("m", "q", sources, np.zeros(2), "r", [1], ["r"], np.zeros((2, 2)))
+    with pytest.raises(TypeError):  # the cost fields are keyword-only
+        Attribution("m", "q", sources, np.zeros(2), "r", [1], ["r"], None, 3)
 
 
-def test_plots_return_figures(attribution):
+@pytest.mark.parametrize("name", ["attribution", "components"])
+def test_save_writes_table_json_and_figures(name, request, tmp_path):
+    import matplotlib.pyplot as plt
+
+    result = request.getfixturevalue(name)
+    figures = plt.get_fignums()
+    written = result.save(tmp_path / "out", "result")
+    assert plt.get_fignums() == figures  # the figure it drew is closed
+    expected = ["result.csv", "result.json", "result_scores.png", "result_scores.svg"]
+    assert [p.name for p in written] == expected
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == expected  # no temporaries
+    assert all(p.stat().st_size > 0 for p in written)
+    table = pd.read_csv(tmp_path / "out" / "result.csv")
+    ranking = table.sort_values("rank").index.to_numpy()
+    np.testing.assert_array_equal(ranking, result.ranking)
+    np.testing.assert_allclose(table["score"], result.scores)
+    saved = type(result).from_dict(json.loads((tmp_path / "out" / "result.json").read_text()))
+    assert saved.to_dict() == result.to_dict()
+
+
+def test_save_uses_a_given_figure_and_leaves_it_open(attribution, tmp_path):
+    import matplotlib.pyplot as plt
+
+    figure = attribution.plot(highlight=["p0s0"])
+    attribution.save(tmp_path, "mine", figure=figure)
+    assert plt.fignum_exists(figure.number)
+    plt.close(figure)
+
+
+def test_plots_return_figures(attribution, components):
+    import matplotlib.pyplot as plt
+
     bars = attribution.plot(highlight=["p0s0"])
     assert len(bars.axes[0].patches) == 3
+    assert bars.axes[0].get_legend().get_texts()[0].get_text() == "gold source"
+    assert bars.axes[0].get_yticklabels()[0].get_text().startswith("p0s1: B two.")
     heatmap = attribution.plot_tokens()
     assert heatmap.axes[0].images[0].get_array().shape == (3, 2)
+    bars = components.plot(k=4, highlight=["MLP1"])
+    axis = bars.axes[0]
+    assert [t.get_text() for t in axis.get_yticklabels()] == ["L0H2", "MLP1", "L1H0", "MLP0"]
+    assert [p.get_width() for p in axis.patches] == [0.9, 0.9, 0.5, 0.5]
+    colours = [p.get_facecolor() for p in axis.patches]
+    assert colours[1] != colours[0] and colours[0] == colours[2]
+    for name in ("plot_heads", "plot_layers", "plot_residual", "plot_gain"):
+        assert getattr(components, name)().axes
+    plt.close("all")
 
 
 def test_cli_reports_bad_input_without_writing(tmp_path, capsys):

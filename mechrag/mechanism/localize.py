@@ -36,11 +36,8 @@ def localize_source(
     mlps = layer_lens_jsd(model, acts.mlp_out, logit_budget).sum(-1)
     resid = layer_lens_jsd(model, acts.resid_post, logit_budget).sum(-1)
     gain = semantic_gain(model, acts, case.response_ids) if gains else None
-    metadata = {
-        "model": getattr(model, "mechrag_name", None),
-        "forward_passes": case.engine.forward_passes - passes,
-        "seconds": time.perf_counter() - start,
-    }
+    seconds = time.perf_counter() - start
+    metadata = {"model": getattr(model, "mechrag_name", None), "seconds": seconds}
     if attribution is not None:
         ids = [s.id for s in case.sources]
         metadata["source_scores"] = dict(zip(ids, attribution.scores.tolist()))
@@ -55,5 +52,7 @@ def localize_source(
         head_gain=None if gain is None else gain.heads.numpy(),
         attn_gain=None if gain is None else gain.attention.numpy(),
         mlp_gain=None if gain is None else gain.mlps.numpy(),
+        model_calls=2,
+        forward_passes=case.engine.forward_passes - passes,
         metadata=metadata,
     )

@@ -1,19 +1,21 @@
 """Component attributions: a score per attention head and MLP, plus the residual-stream curve.
 
-:class:`ComponentAttribution` is what :func:`mechrag.localize` returns. Components are ranked
-together (heads first in flat order, then MLPs); labels are ``L{layer}H{head}`` and
-``MLP{layer}``. Results serialise (``to_dict``/``from_dict``), average over examples
-(``average``), tabulate and plot themselves.
+:class:`ComponentAttribution` is what :func:`mechrag.localize` returns: a
+:class:`~mechrag.results.Result` whose items are the heads (flat, layer-major) then the MLPs,
+labelled ``L{layer}H{head}`` and ``MLP{layer}``. Results also average over examples
+(``average``) and draw layer-wise figures.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from jaxtyping import Float
+
+from mechrag.results import Result
 
 ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
 
@@ -31,8 +33,8 @@ class Component(NamedTuple):
         return f"L{self.layer}H{self.head}" if self.kind == "head" else f"MLP{self.layer}"
 
 
-@dataclass
-class ComponentAttribution:
+@dataclass(repr=False)
+class ComponentAttribution(Result):
     """Summed logit-lens JSD per component when ``source`` is removed from the context.
 
     ``heads[l, h]``, ``mlps[l]`` and ``resid_post[l]`` are ``sum_t JSD(lens_full || lens_ablated)``
@@ -41,6 +43,7 @@ class ComponentAttribution:
     :mod:`mechrag.mechanism.semantic_gain`), when computed.
     """
 
+    method: str = field(default="component_jsd", kw_only=True)
     query: str
     source_id: str
     response: str
@@ -51,7 +54,6 @@ class ComponentAttribution:
     head_gain: Float[np.ndarray, "n_layers n_heads"] | None = None
     attn_gain: Float[np.ndarray, " n_layers"] | None = None
     mlp_gain: Float[np.ndarray, " n_layers"] | None = None
-    metadata: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ARRAYS:
@@ -103,41 +105,41 @@ class ComponentAttribution:
         return Component("mlp", layer, None, float(self.mlps[layer]))
 
     @property
-    def ranking(self) -> np.ndarray:
-        """Flat component indices, highest score first (ties keep flat order)."""
-        return np.argsort(-self.scores, kind="stable")
+    def labels(self) -> list[str]:
+        return [self.component(i).label for i in range(self.scores.size)]
+
+    _item = component
+
+    def _key_columns(self) -> dict:
+        components = [self.component(i) for i in range(self.scores.size)]
+        return {
+            "kind": [c.kind for c in components],
+            "layer": [c.layer for c in components],
+            "head": pd.array([c.head for c in components], dtype="Int64"),
+        }
+
+    def _extra_columns(self) -> dict:
+        gains = self.gains
+        return {"semantic_gain": gains if gains is not None else np.nan}
+
+    def _summary(self) -> str:
+        return f"source={self.source_id!r}, layers={self.n_layers}, heads={self.n_heads}"
 
     def top(self, k: int = 10, kind: str | None = None) -> list[Component]:
         """The ``k`` highest-scoring components, optionally only ``kind`` ("head" or "mlp")."""
         if kind not in (None, "head", "mlp"):
             raise ValueError(f"kind must be 'head', 'mlp' or None, got {kind!r}")
-        ranked = (self.component(int(i)) for i in self.ranking)
-        return [c for c in ranked if kind in (None, c.kind)][:k]
-
-    def to_frame(self) -> pd.DataFrame:
-        """One row per component: kind, layer, head, score, rank (1 = top), semantic_gain."""
-        components = [self.component(i) for i in range(self.scores.size)]
-        ranks = np.empty(self.scores.size, dtype=int)
-        ranks[self.ranking] = np.arange(1, self.scores.size + 1)
-        gains = self.gains
-        return pd.DataFrame(
-            {
-                "kind": [c.kind for c in components],
-                "layer": [c.layer for c in components],
-                "head": pd.array([c.head for c in components], dtype="Int64"),
-                "score": self.scores,
-                "rank": ranks,
-                "semantic_gain": gains if gains is not None else np.nan,
-            }
-        )
+        if kind is None:
+            return super().top(k)
+        return [c for c in map(self.component, self.ranking.tolist()) if c.kind == kind][:k]
 
     def spearman(self) -> tuple[float, float]:
         """Spearman rho and p-value of component scores against semantic gains."""
-        from mechrag.mechanism.semantic_gain import spearman
+        from mechrag.metrics import spearman_test
 
         if self.gains is None:
             raise ValueError("this result has no semantic gains")
-        return spearman(self.scores, self.gains)
+        return spearman_test(self.scores, self.gains)
 
     @classmethod
     def average(cls, results: list[ComponentAttribution]) -> ComponentAttribution:
@@ -153,6 +155,7 @@ class ComponentAttribution:
             if all(v is not None for v in values):
                 means[name], stds[name] = np.mean(values, 0), np.std(values, 0)
         return cls(
+            method=results[0].method,
             query=f"mean over {len(results)} examples",
             source_id="",
             response="",
@@ -184,22 +187,3 @@ class ComponentAttribution:
         from mechrag.plots.components import plot_gain_scatter
 
         return plot_gain_scatter(self, ax=ax, **kwargs)
-
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary (``from_dict`` inverts it)."""
-        data = asdict(self)
-        for name in ARRAYS:
-            value = getattr(self, name)
-            data[name] = None if value is None else value.tolist()
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict) -> ComponentAttribution:
-        return cls(**data)
-
-    def __repr__(self) -> str:
-        best = ", ".join(f"{c.label}={c.score:.3g}" for c in self.top(3))
-        return (
-            f"ComponentAttribution(source={self.source_id!r}, layers={self.n_layers}, "
-            f"heads={self.n_heads}, top=[{best}])"
-        )

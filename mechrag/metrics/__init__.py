@@ -8,6 +8,7 @@ from mechrag.metrics.agreement import (
     precision_at_k,
     removal_top_k,
     spearman,
+    spearman_test,
     top_k,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "precision_at_k",
     "removal_top_k",
     "spearman",
+    "spearman_test",
     "top_k",
 ]

@@ -1,4 +1,8 @@
-"""Agreement of estimated attributions with a reference (exact Shapley, removal top-k)."""
+"""Agreement of estimated attributions with a reference (exact Shapley, removal top-k).
+
+Correlations skip pairs with a NaN on either side and call an undefined correlation (constant
+input) 0.0; ``spearman_test`` keeps NaN there and adds the p-value.
+"""
 
 from __future__ import annotations
 
@@ -15,29 +19,54 @@ def _pair(estimate, reference) -> tuple[np.ndarray, np.ndarray]:
     estimate, reference = np.asarray(estimate, float), np.asarray(reference, float)
     if estimate.shape != reference.shape or estimate.ndim != 1 or len(estimate) < 2:
         raise ValueError(
-            f"need two score vectors of one length >= 2, got {estimate.shape} and {reference.shape}"
+            "need two equal-length score vectors of >= 2 values, "
+            f"got {estimate.shape} and {reference.shape}"
         )
     return estimate, reference
 
 
-def _correlation(function, estimate, reference) -> float:
-    """``function``'s statistic, 0.0 when either vector is constant (no ranking to agree on)."""
+def _correlation(test, estimate, reference) -> tuple[float, float]:
+    """``test``'s (statistic, p-value) over the pairs where neither value is NaN.
+
+    ``(nan, nan)`` when fewer than two such pairs remain or either side is constant (no
+    ranking to agree on), where scipy would warn.
+    """
     estimate, reference = _pair(estimate, reference)
-    if np.ptp(estimate) == 0 or np.ptp(reference) == 0:
-        return 0.0
-    return float(function(estimate, reference)[0])
+    complete = ~(np.isnan(estimate) | np.isnan(reference))
+    estimate, reference = estimate[complete], reference[complete]
+    if len(estimate) < 2 or np.ptp(estimate) == 0 or np.ptp(reference) == 0:
+        return np.nan, np.nan
+    statistic, p_value = test(estimate, reference)
+    return float(statistic), float(p_value)
+
+
+def _or_zero(statistic: float) -> float:
+    """An undefined correlation counts as no agreement."""
+    return 0.0 if np.isnan(statistic) else statistic
 
 
 def pearson(estimate: Scores, reference: Scores) -> float:
-    return _correlation(stats.pearsonr, estimate, reference)
+    """Pearson r over NaN-free pairs; 0.0 when undefined (constant input)."""
+    return _or_zero(_correlation(stats.pearsonr, estimate, reference)[0])
 
 
 def spearman(estimate: Scores, reference: Scores) -> float:
-    return _correlation(stats.spearmanr, estimate, reference)
+    """Spearman rho (ties get average ranks) over NaN-free pairs; 0.0 when undefined."""
+    return _or_zero(spearman_test(estimate, reference)[0])
+
+
+def spearman_test(a: Scores, b: Scores) -> tuple[float, float]:
+    """Spearman rho and its two-sided p-value (scipy's t approximation) over NaN-free pairs.
+
+    ``(nan, nan)`` when fewer than two pairs remain or either side is constant; the p-value is
+    NaN with only two pairs.
+    """
+    return _correlation(stats.spearmanr, a, b)
 
 
 def kendall_tau(estimate: Scores, reference: Scores) -> float:
-    return _correlation(stats.kendalltau, estimate, reference)
+    """Kendall tau-b over NaN-free pairs; 0.0 when undefined (constant input)."""
+    return _or_zero(_correlation(stats.kendalltau, estimate, reference)[0])
 
 
 def top_k(scores: Scores, k: int) -> np.ndarray:

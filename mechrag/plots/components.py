@@ -9,7 +9,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mechrag.plots.sources import figure_and_axes
+from mechrag.metrics import spearman_test
+from mechrag.plots.results import figure_and_axes
 
 HEAD_COLOR, MLP_COLOR, RESID_COLOR = "#3b6ea8", "#d1495b", "#2e8b57"
 
@@ -64,8 +65,6 @@ def plot_residual(result, ax=None):
 
 def plot_gain_scatter(results, ax=None):
     """Semantic gain against component JSD (heads and MLPs), titled with Spearman rho."""
-    from mechrag.mechanism.semantic_gain import spearman
-
     results = results if isinstance(results, (list, tuple)) else [results]
     if any(r.gains is None for r in results):
         raise ValueError("every result needs semantic gains (localize(..., gains=True))")
@@ -88,7 +87,7 @@ def plot_gain_scatter(results, ax=None):
             label=kind,
             linewidths=0,
         )
-    rho, p = spearman(
+    rho, p = spearman_test(
         np.concatenate([r.scores for r in results]), np.concatenate([r.gains for r in results])
     )
     ax.axhline(0.0, color="grey", lw=0.6)
