@@ -1,5 +1,7 @@
 """Component ablation through hooks: scale, zero or mean-ablate chosen heads and MLPs.
 
+The hooks are those of :mod:`mechrag.mechanism.gates` (``zero``/``scale`` are uniform gates).
+
 ``ablate(model, heads=[(12, 3)], mlps=[10], mode="zero")`` is a context manager; while it is
 active every forward pass of ``model`` (including :class:`mechrag.Engine` runs) sees the chosen
 heads' ``z`` (their input to ``W_O``) and the chosen MLPs' outputs replaced. The hooks are removed
@@ -12,7 +14,7 @@ on exit, also when an exception is raised inside, and no parameter is ever modif
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -21,6 +23,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from mechrag import adapter
+from mechrag.mechanism.gates import check_components, edit_components, gate
 
 MODES = ("zero", "scale", "mean")
 
@@ -42,16 +45,6 @@ def parse_heads(specs: Iterable[str]) -> list[tuple[int, int]]:
             raise ValueError(f"head {spec!r} must be written LAYER.HEAD, e.g. 12.3")
         heads.append((int(layer), int(head)))
     return heads
-
-
-def _check(model, heads: Sequence[tuple[int, int]], mlps: Sequence[int]) -> None:
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
-    for layer, head in heads:
-        if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"head {layer}.{head} out of range ({n_layers} x {n_heads} heads)")
-    for layer in mlps:
-        if not 0 <= layer < n_layers:
-            raise ValueError(f"MLP {layer} out of range ({n_layers} layers)")
 
 
 @torch.inference_mode()
@@ -85,15 +78,6 @@ def component_means(model, engine, sequences: list[list[int]], batch_size: int =
     )
 
 
-def _replace(mode: str, scale: float, mean: Tensor | None):
-    def edit(activation: Tensor) -> Tensor:
-        if mode == "mean":
-            return mean.to(activation).expand_as(activation)
-        return activation * (0.0 if mode == "zero" else scale)
-
-    return edit
-
-
 @contextmanager
 def ablate(
     model,
@@ -103,35 +87,32 @@ def ablate(
     scale: float = 0.0,
     means: ComponentMeans | None = None,
 ) -> Iterator[None]:
-    """Ablate ``heads`` ((layer, head) pairs) and ``mlps`` (layers) while the block runs."""
+    """Ablate ``heads`` ((layer, head) pairs) and ``mlps`` (layers) while the block runs.
+
+    ``zero`` and ``scale`` are :func:`mechrag.gate` with one factor (0 or ``scale``) for every
+    chosen component; ``mean`` replaces the activations with ``means``.
+    """
     heads, mlps = [tuple(map(int, h)) for h in heads], sorted({int(m) for m in mlps})
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "mean" and means is None:
         raise ValueError("mode='mean' needs means=component_means(...)")
-    _check(model, heads, mlps)
+    if mode != "mean":
+        factor = 0.0 if mode == "zero" else scale
+        with gate(model, dict.fromkeys(heads, factor), dict.fromkeys(mlps, factor)):
+            yield
+        return
+    check_components(model, heads, mlps)
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
 
-    def head_hook(layer: int, chosen: list[int]):
-        edit = _replace(mode, scale, None if means is None else means.z[layer, chosen])
+    def replace_with(mean: Tensor):
+        return lambda activation: mean.to(activation).expand_as(activation)
 
-        def hook(z: Tensor, hook) -> Tensor:
-            z = z.clone()
-            z[..., chosen, :] = edit(z[..., chosen, :])
-            return z
-
-        return hook
-
-    def mlp_hook(layer: int):
-        edit = _replace(mode, scale, None if means is None else means.mlp_out[layer])
-        return lambda out, hook: edit(out)
-
-    hooks = [
-        (f"blocks.{layer}.attn.hook_z", head_hook(layer, chosen))
-        for layer, chosen in by_layer.items()
-    ]
-    hooks += [(f"blocks.{layer}.hook_mlp_out", mlp_hook(layer)) for layer in mlps]
-    with model.hooks(fwd_hooks=hooks):
+    head_edits = {
+        layer: (chosen, replace_with(means.z[layer, chosen])) for layer, chosen in by_layer.items()
+    }
+    mlp_edits = {layer: replace_with(means.mlp_out[layer]) for layer in mlps}
+    with edit_components(model, head_edits, mlp_edits):
         yield

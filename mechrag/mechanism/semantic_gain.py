@@ -1,71 +1,116 @@
-"""Semantic gain: how far each component turns the residual stream toward the answer.
+"""Semantic gain: how far each component turns the residual stream toward a target's tokens.
 
-Definition. At response position ``t`` the model predicts response token ``r_t``; its answer
-direction is the unembedding column ``u_t = W_U[:, r_t]``. With ``cos(x, u) = x.u / (|x| |u|)``
-and ``x_l^pre, x_l^mid, x_l^post`` the residual stream before layer ``l``'s attention, between
-its attention and MLP, and after the MLP (full-context run, teacher-forced response):
+Geometry: the logit lens's. A residual vector ``x`` is read through the model's final norm, and
+its alignment with a token ``v`` is ``a(x, v) = cos(final_norm(x), W_U[:, v])`` (the unembedding
+column; for RMSNorm ``final_norm`` rescales each coordinate by the norm's weight, for LayerNorm it
+also centres). Targets, at response position ``t`` (full-context run, teacher-forced response):
 
-* attention block ``l``: ``G_attn[l] = mean_t [cos(x_l^mid[t], u_t) - cos(x_l^pre[t], u_t)]``
-* MLP ``l``: ``G_mlp[l] = mean_t [cos(x_l^post[t], u_t) - cos(x_l^mid[t], u_t)]``
-* head ``(l, h)``: ``G[l, h] = mean_t [cos(x_l^pre[t] + w_lh[t], u_t) - cos(x_l^pre[t], u_t)]``
+* ``target="response"``: the token the response says next, ``A_t(x) = a(x, r_t)``;
+* ``target="answer"``: the gold answer's tokens ``g_1..g_m`` (tokenised as a response),
+  ``A_t(x) = mean_j a(x, g_j)``, the same at every position.
 
-where ``w_lh`` is the head's write ``z W_O[l, h]``. A positive gain means the component moved the
-residual stream toward the tokens the response goes on to say. ``spearman`` compares component
-JSD scores with these gains.
+With ``x_l^pre, x_l^mid, x_l^post`` the residual stream before layer ``l``'s attention, between
+its attention and MLP, and after the MLP:
+
+* attention block ``l``: ``G_attn[l] = mean_t [A_t(x_l^mid[t]) - A_t(x_l^pre[t])]``
+* MLP ``l``: ``G_mlp[l] = mean_t [A_t(x_l^post[t]) - A_t(x_l^mid[t])]``
+* head ``(l, h)``: ``G[l, h] = mean_t [A_t(x_l^pre[t] + w_lh[t]) - A_t(x_l^pre[t])]``
+
+where ``w_lh = z W_O[l, h]`` is the head's write (``W_O`` is built one layer at a time, so large
+models never hold the ``[n_layers, n_heads, d_head, d_model]`` tensor). A positive gain means the
+component moved the residual stream toward the target. ``spearman`` compares component JSD
+scores with these gains.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Float
 from scipy import stats
 from torch import Tensor
 
-from mechrag.mechanism.lens import ResponseActivations, head_writes, output_weight
+from mechrag import adapter
+from mechrag.mechanism.lens import ResponseActivations, head_writes
+
+TARGETS = ("response", "answer")
 
 
 @dataclass
 class SemanticGain:
-    """Mean cosine gain toward the answer directions, per head, attention block and MLP."""
+    """Mean alignment gain toward the target, per head, attention block and MLP."""
 
     heads: Float[Tensor, "n_layers n_heads"]
     attention: Float[Tensor, " n_layers"]
     mlps: Float[Tensor, " n_layers"]
+    target: str = "response"
 
 
-def answer_directions(
-    model, response_ids: Int[Tensor, " n_response"]
-) -> Float[Tensor, "n_response d_model"]:
-    """Unembedding column ``W_U[:, r_t]`` of every response token."""
-    return model.W_U.detach().float()[:, response_ids.to(model.W_U.device)].T
-
-
-def cosine_to(
-    x: Float[Tensor, "*batch n_response d_model"], u: Float[Tensor, "n_response d_model"]
+def alignment(
+    model, x: Float[Tensor, "*batch n_response d_model"], u: Float[Tensor, "n_response m d_model"]
 ) -> Float[Tensor, "*batch n_response"]:
-    """Cosine similarity of each position's vector with that position's answer direction."""
-    return torch.nn.functional.cosine_similarity(x, u.expand_as(x), dim=-1)
+    """``mean_j cos(final_norm(x[t]), u[t, j])`` at every position ``t``."""
+    normed = adapter.final_norm(model, x).to(u.device)
+    cosines = torch.nn.functional.cosine_similarity(normed[..., None, :], u, dim=-1)
+    return cosines.mean(-1)
+
+
+def _directions(model, response_ids, target: str, answer_ids) -> Tensor:
+    """``[n_response, m, d_model]`` target directions per response position."""
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if target == "response":
+        return adapter.unembedding_directions(model, torch.as_tensor(list(response_ids)))[:, None]
+    if not answer_ids:
+        raise ValueError("target='answer' needs the gold answer's token ids (answer_ids)")
+    answer = adapter.unembedding_directions(model, torch.as_tensor(list(answer_ids)))
+    return answer[None].expand(len(response_ids), -1, -1)
 
 
 @torch.inference_mode()
 def semantic_gain(
-    model, activations: ResponseActivations, response_ids, row: int = 0
+    model,
+    activations: ResponseActivations,
+    response_ids: Sequence[int],
+    row: int = 0,
+    *,
+    target: str = "response",
+    answer_ids: Sequence[int] | None = None,
 ) -> SemanticGain:
     """Semantic gain of every component on batch row ``row`` (the full-context prompt)."""
-    u = answer_directions(model, torch.as_tensor(list(response_ids))).to(activations.z.device)
-    pre = activations.resid_pre[:, row]
-    mid = activations.resid_mid[:, row]
-    post = activations.resid_post[:, row]
-    base = cosine_to(pre, u)
-    writes = head_writes(activations.z[:, row], output_weight(model).to(u.device)[:, None])
-    with_head = cosine_to((pre[:, :, None] + writes).transpose(1, 2), u)
+    u = _directions(model, response_ids, target, answer_ids).to(activations.z.device)
+    heads, attention, mlps = [], [], []
+    for layer in range(model.cfg.n_layers):
+        pre = activations.resid_pre[layer, row]
+        mid = activations.resid_mid[layer, row]
+        post = activations.resid_post[layer, row]
+        base, middle = alignment(model, pre, u), alignment(model, mid, u)
+        writes = head_writes(activations.z[layer, row], adapter.output_weight(model, layer))
+        with_head = alignment(model, (pre[:, None] + writes.to(pre.device)).transpose(0, 1), u)
+        heads.append((with_head - base).mean(-1))
+        attention.append((middle - base).mean())
+        mlps.append((alignment(model, post, u) - middle).mean())
     return SemanticGain(
-        heads=(with_head - base[:, None]).mean(-1).cpu(),
-        attention=(cosine_to(mid, u) - base).mean(-1).cpu(),
-        mlps=(cosine_to(post, u) - cosine_to(mid, u)).mean(-1).cpu(),
+        heads=torch.stack(heads).cpu(),
+        attention=torch.stack(attention).cpu(),
+        mlps=torch.stack(mlps).cpu(),
+        target=target,
+    )
+
+
+@torch.inference_mode()
+def case_semantic_gain(case, *, target: str = "response", answer: str | None = None):
+    """Semantic gain on a :class:`mechrag.Case`'s full-context prompt (one captured pass).
+
+    ``answer``: the gold answer text, for ``target="answer"``.
+    """
+    activations = ResponseActivations(**case.capture(case.full_mask()[None], tuple(adapter.SITES)))
+    answer_ids = case.builder.response_ids(answer) if answer is not None else None
+    return semantic_gain(
+        case.model, activations, case.response_ids, target=target, answer_ids=answer_ids
     )
 
 

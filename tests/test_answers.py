@@ -1,0 +1,91 @@
+"""SQuAD normalisation, EM/F1, abstention and the hallucination definition on hand cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from mechrag.metrics.answers import (
+    exact_match,
+    is_abstention,
+    judge_answer,
+    normalize_answer,
+    support,
+    token_f1,
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("The Eiffel Tower", "eiffel tower"),
+        ("  A  cat,   an apple; THE end. ", "cat apple end"),
+        ("Theory of the anthem", "theory of anthem"),  # articles only as whole words
+        ("U.S.A.", "usa"),
+        ("1,000-metre", "1000metre"),  # punctuation is removed, not replaced by a space
+        ("an", ""),
+        ("(Normandy)!", "normandy"),
+    ],
+)
+def test_normalisation_matches_squad_definition(text, expected):
+    assert normalize_answer(text) == expected
+
+
+def test_exact_match_and_f1_take_the_best_gold_answer():
+    answers = ["10th and 11th centuries", "in the 10th and 11th centuries"]
+    assert exact_match("In the 10th and 11th centuries.", answers) == 1.0
+    assert exact_match("the 10th century", answers) == 0.0
+    # "10th century" vs "10th and 11th centuries": 1 common token, P = 1/2, R = 1/4 -> F1 = 1/3;
+    # vs "in 10th and 11th centuries": R = 1/5 -> 2/7. The maximum is 1/3.
+    assert token_f1("the 10th century", answers) == pytest.approx(1 / 3)
+    assert token_f1("France", ["France", "French Republic"]) == 1.0
+    # Repeated tokens count once per matched occurrence.
+    assert token_f1("paris paris", ["paris"]) == pytest.approx(2 * 0.5 * 1 / 1.5)
+    assert token_f1("the", ["a"]) == 1.0  # both normalise to nothing
+    assert token_f1("anything", []) == 0.0
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("unanswerable", True),
+        ("Unanswerable.", True),
+        ("The context does not mention who built it.", True),
+        ("This question cannot be answered from the context.", True),
+        ("There is no information about that.", True),
+        ("I don't know.", True),
+        ("The answer is not given in the text.", True),
+        ("Paris", False),
+        ("It was not until 1889 that the tower opened.", False),
+    ],
+)
+def test_abstention(response, expected):
+    assert is_abstention(response) is expected
+
+
+def test_support_counts_content_words_in_context():
+    context = "The Eiffel Tower was completed in 1889 in Paris."
+    assert support("It was completed in 1889.", context) == 1.0
+    assert support("Built in 1887 by Gustave Eiffel", context) == pytest.approx(1 / 4)
+    assert support("It is.", context) == 1.0  # no content words: nothing unsupported
+
+
+def test_hallucination_definition():
+    context = "The Eiffel Tower was completed in 1889 in Paris."
+    right = judge_answer("1889", ["1889"], context)
+    assert (right.exact_match, right.f1, right.hallucinated) == (1.0, 1.0, False)
+    # Wrong but every content word is in the context: a mistake, not a hallucination.
+    grounded = judge_answer("Paris", ["1889"], context)
+    assert grounded.wrong and not grounded.unsupported and not grounded.hallucinated
+    # Wrong and unsupported: hallucinated.
+    invented = judge_answer("Gustave Eiffel in 1887", ["1889"], context)
+    assert invented.wrong and invented.unsupported and invented.hallucinated
+    # Right but phrased with outside words: neither wrong nor hallucinated.
+    outside = judge_answer("1889 CE records", ["1889"], context)  # F1 = 0.5, support 1/3
+    assert outside.unsupported and not outside.wrong and not outside.hallucinated
+    # Abstaining on an answerable question: a miss, not a hallucination.
+    missed = judge_answer("unanswerable", ["1889"], context)
+    assert missed.abstained and not missed.wrong and not missed.hallucinated and missed.f1 == 0
+    # Unanswerable: any non-abstaining answer hallucinates, even a grounded one.
+    assert judge_answer("Paris", [], context).hallucinated
+    declined = judge_answer("The context does not say.", [], context)
+    assert not declined.hallucinated and declined.exact_match == 1.0 and not declined.answerable

@@ -1,0 +1,70 @@
+"""``mechrag gate``: prints both responses, marks low-echo tokens, writes JSON and echo strips."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import matplotlib
+
+from mechrag.mechanism.echo import Echo
+from mechrag.mechanism.gate_cli import add_parser, marked
+
+matplotlib.use("Agg")
+
+QUERY = "Where does the cat sleep?"
+
+
+def _run(arguments):
+    parser = argparse.ArgumentParser(prog="mechrag")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(arguments)
+    args.handler(args)
+
+
+def test_gate_command(tiny_llama, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    context = tmp_path / "context.txt"
+    context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
+    base = ["gate", "--query", QUERY, "--context-file", str(context), "--max-new-tokens", "4"]
+    # Threshold 0: the dynamic gate never fires, so both responses are the same.
+    _run([*base, "--threshold", "0", "--out", str(tmp_path / "never")])
+    record = json.loads((tmp_path / "never" / "gate.json").read_text())
+    assert record["fired_steps"] == 0
+    assert record["gated_response"] == record["response"]
+    assert (tmp_path / "never" / "echo_response.svg").is_file()
+    out = capsys.readouterr().out
+    assert "without gating" in out and "with gating (dynamic" in out
+    # Static amplification by 4 of the top components changes the response.
+    _run(
+        [
+            *base,
+            "--mode",
+            "static",
+            "--rule",
+            "amplify",
+            "--factor",
+            "4",
+            "--top-k",
+            "6",
+            "--out",
+            str(tmp_path / "static"),
+        ]
+    )
+    record = json.loads((tmp_path / "static" / "gate.json").read_text())
+    assert len(record["gates"]["heads"]) + len(record["gates"]["mlps"]) == 6
+    assert set(record["gates"]["heads"].values()) | set(record["gates"]["mlps"].values()) == {4.0}
+
+
+def test_marked_wraps_low_answer_tokens():
+    import numpy as np
+
+    result = Echo(
+        ["The", " cat", ".", " sat"],
+        np.array([0.5, 0.01, 0.0, 0.3]),
+        np.zeros(4),
+        "s0",
+        np.array([True, True, False, True]),
+        threshold=0.1,
+    )
+    assert marked(result) == "The[[ cat]]. sat"

@@ -1,0 +1,25 @@
+"""Gating figures draw what they are given: one bar per condition, one curve per detector."""
+
+from __future__ import annotations
+
+import matplotlib
+import numpy as np
+
+from mechrag.metrics.detection import roc_curve
+from mechrag.plots.gating import plot_conditions, plot_roc
+
+matplotlib.use("Agg")
+
+
+def test_condition_bars_and_roc_curves():
+    interval = {"estimate": 0.3, "low": 0.1, "high": 0.5}
+    rows = [{"condition": name, "hallucinated": interval, "f1": interval} for name in "abc"]
+    figure = plot_conditions(rows)
+    assert len(figure.axes) == 2
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["a", "b", "c"]
+    assert len(figure.axes[0].patches) == 3
+    labels = np.array([0, 1, 0, 1, 1])
+    curves = {"x": roc_curve([0.1, 0.9, 0.3, 0.7, 0.2], labels), "y": roc_curve(-labels, labels)}
+    figure = plot_roc(curves)
+    legend = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert legend == ["x (AUROC 0.83)", "y (AUROC 0.00)"]
