@@ -93,3 +93,60 @@ def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
     assert not result.condition.ranked
     assert len(result.retriever_scores) == 3
     assert result.generator_aipc is not None and np.isfinite(result.generator_aipc)
+
+
+def _explain_parser():
+    import argparse
+
+    from mechrag.retrieval.cli import add_parser
+
+    parser = argparse.ArgumentParser(prog="mechrag")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_cli_parser_needs_exactly_one_corpus():
+    parser = _explain_parser()
+    args = parser.parse_args(["explain", "--query", "q", "--dataset", "hotpotqa", "--k", "3"])
+    assert (args.dataset, args.corpus, args.k, args.baseline) == ("hotpotqa", None, 3, "unk")
+    for argv in (
+        ["explain", "--query", "q"],
+        ["explain", "--query", "q", "--corpus", "f", "--dataset", "squad"],
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+
+
+@pytest.mark.integration
+def test_cli_explain_writes_json_and_plots(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(
+        "The Eiffel Tower is in Paris. It was completed in 1889.\n\n"
+        "Bananas are yellow and rich in potassium.\n\n"
+        "The Colosseum is an amphitheatre in Rome.\n"
+    )
+    out = tmp_path / "out"
+    args = _explain_parser().parse_args(
+        [
+            "explain",
+            "--query",
+            "When was the Eiffel Tower completed?",
+            "--corpus",
+            str(corpus),
+            "--k",
+            "2",
+            "--n-steps",
+            "50",
+            "--max-new-tokens",
+            "8",
+            "--out",
+            str(out),
+        ]
+    )
+    args.handler(args)
+    data = json.loads((out / "explanation.json").read_text())
+    assert data["hits"][0]["id"] == "d0"  # the Eiffel Tower document ranks first
+    assert -1 <= data["warg"] <= 1
+    assert all(abs(ratio - 1) < 0.05 for ratio in data["completeness"].values())
+    assert (out / "ranks.png").is_file() and (out / "query_saliency.png").is_file()
+    assert "WARG" in capsys.readouterr().out
