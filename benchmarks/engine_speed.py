@@ -16,12 +16,8 @@ import time
 import numpy as np
 import torch
 
-from mechrag import Engine, arc_jsd, load_model
-from mechrag.attribution.arc_jsd import leave_one_out_masks
+from mechrag import Case, Engine, PromptBuilder, jsd, load_model
 from mechrag.data import load_hotpotqa
-from mechrag.divergences import jsd
-from mechrag.generation import resolve_response
-from mechrag.prompts import PromptBuilder
 
 
 @torch.no_grad()
@@ -30,12 +26,12 @@ def naive_arc_jsd(model, builder: PromptBuilder, response_ids: list[int]) -> np.
     n_response = len(response_ids)
 
     def distributions(mask):
-        ids = torch.tensor([builder.ids(mask) + response_ids[:-1]])
+        ids = torch.tensor([builder.ids(mask) + response_ids[:-1]], device=model.cfg.device)
         logits = model(ids)  # [1, pos, vocab]: every position projected to the vocabulary
         return logits[0].float().log_softmax(-1)[-n_response:]
 
     full = distributions(builder.full_mask())
-    masks = leave_one_out_masks(builder.n_sources)
+    masks = ~torch.eye(builder.n_sources, dtype=torch.bool)
     return np.array([float(jsd(full, distributions(mask)).sum()) for mask in masks])
 
 
@@ -46,13 +42,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--response-tokens", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--device", default=None, help="default: CUDA when available")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model(device="cpu")
+    model = load_model(device=args.device)
     cases = []
     for example in load_hotpotqa(n=args.n, distractors=args.distractors):
-        builder = PromptBuilder(model.tokenizer, example.query, example.sources)
-        cases.append((example, resolve_response(model, builder, None, args.response_tokens)))
+        case = Case.from_example(model, example, max_new_tokens=args.response_tokens)
+        cases.append((example, case.response_ids))
 
     engines = {
         "engine (batched, response-only logits)": {"reuse_prefix": False},
@@ -70,9 +67,8 @@ def main() -> None:
                     scores[name] = naive_arc_jsd(model, builder, response_ids)
                 else:
                     engine = Engine(model, progress=False, **engines[name])
-                    scores[name] = arc_jsd(
-                        model, example.query, example.sources, response_ids, engine=engine
-                    ).scores
+                    case = Case.from_example(model, example, response_ids, engine=engine)
+                    scores[name] = case.arc_jsd().scores
                 timings[name] += time.perf_counter() - start
             for name in engines:
                 np.testing.assert_allclose(scores[name], scores["naive"], atol=1e-3)

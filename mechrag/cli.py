@@ -8,15 +8,25 @@ import sys
 import time
 from pathlib import Path
 
-from mechrag.attribution.api import ATTRIBUTION_METHODS
+from mechrag.attribution.estimators import ESTIMATORS
+
+ATTRIBUTION_METHODS = ("arc_jsd", *ESTIMATORS)
 
 DEMO_EXAMPLE_ID = "5a77ec115542992a6e59dff7"
 
 
-def _read_context(path: str, unit: str):
-    """Sources from a text file: paragraphs are separated by blank lines."""
+def _read_case_inputs(args: argparse.Namespace, unit: str = "sentence"):
+    """Validated sources from ``--context-file`` and a checked query, before any model loads.
+
+    Paragraphs are separated by blank lines.
+    """
     from mechrag.sources import as_sources, documents_from_texts, sentences_from_paragraphs
 
+    if not args.query.strip():
+        raise ValueError("query is empty")
+    if args.response is not None and not args.response.strip():
+        raise ValueError("response is empty: nothing to attribute")
+    path = args.context_file
     text = Path(path).read_text(encoding="utf-8")
     if not text.strip():
         raise ValueError(f"context file {path} is empty")
@@ -55,21 +65,13 @@ def print_ranking(attribution, k: int, gold=()) -> None:
 
 
 def cmd_attribute(args: argparse.Namespace) -> None:
-    from mechrag import load_model
-    from mechrag.attribution.api import attribute
+    from mechrag import Case, load_model
 
-    sources = _read_context(args.context_file, args.unit)
+    sources = _read_case_inputs(args, args.unit)
     model = load_model(args.model)
     start = time.perf_counter()
-    attribution = attribute(
-        model,
-        args.query,
-        sources,
-        method=args.method,
-        budget=args.budget,
-        response=args.response,
-        max_new_tokens=args.max_new_tokens,
-    )
+    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    attribution = case.attribute(args.method, budget=args.budget)
     print_ranking(attribution, args.top_k)
     print(f"\n{time.perf_counter() - start:.1f} s")
     if args.out:
@@ -78,7 +80,7 @@ def cmd_attribute(args: argparse.Namespace) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    from mechrag import arc_jsd, load_model
+    from mechrag import Case, load_model
     from mechrag.data import load_hotpotqa
 
     example = next(e for e in load_hotpotqa(distractors=2) if e.id == DEMO_EXAMPLE_ID)
@@ -88,7 +90,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
     )
     model = load_model(args.model)
     start = time.perf_counter()
-    attribution = arc_jsd(model, example.query, example.sources, max_new_tokens=args.max_new_tokens)
+    case = Case.from_example(model, example, max_new_tokens=args.max_new_tokens)
+    attribution = case.arc_jsd()
     print_ranking(attribution, args.top_k, example.gold_ids)
     top_is_gold = attribution.top(1)[0][0].id in example.gold_ids
     print(f"\ntop-1 is gold: {top_is_gold}; {time.perf_counter() - start:.1f} s")
@@ -100,21 +103,16 @@ COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
 
 
 def cmd_localize(args: argparse.Namespace) -> None:
-    from mechrag import load_model
-    from mechrag.mechanism import localize
+    from mechrag import Case, load_model
     from mechrag.outputs import write_text_atomic
     from mechrag.plots import save_figure
 
-    sources = _read_context(args.context_file, "sentence")
+    sources = _read_case_inputs(args)
+    if args.source is not None and args.source not in {s.id for s in sources}:
+        raise ValueError(f"unknown source {args.source!r}: choose from {[s.id for s in sources]}")
     model = load_model(args.model)
-    result = localize(
-        model,
-        args.query,
-        sources,
-        source=args.source,
-        response=args.response,
-        max_new_tokens=args.max_new_tokens,
-    )
+    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    result = case.localize(args.source)
     print(f"response: {result.response!r}\nremoved source: {result.source_id}")
     if result.gains is not None:
         rho, p = result.spearman()

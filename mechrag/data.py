@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from mechrag.sources import Source, split_sentences
+from mechrag.sources import Source, source_id, split_sentences
 
 SHIPPED = {
     "hotpotqa": "hotpotqa_sample100.json",
@@ -71,14 +71,14 @@ def _paragraph_sources(
         # Keep original sentence indices (gold labels count them), skipping empty sentences.
         kept = [(s_index, s.strip()) for s_index, s in enumerate(sentences) if s.strip()]
         if unit == "document":
-            sources.append(Source(f"p{p_index}", " ".join(s for _, s in kept), title, p_index))
+            sources.append(Source(source_id(p_index), " ".join(s for _, s in kept), title, p_index))
             if any(p == p_index for p, _ in gold_sentences):
-                gold_ids.append(f"p{p_index}")
+                gold_ids.append(source_id(p_index))
             continue
         for s_index, sentence in kept:
-            sources.append(Source(f"p{p_index}s{s_index}", sentence, title, p_index))
+            sources.append(Source(source_id(p_index, s_index), sentence, title, p_index))
             if (p_index, s_index) in gold_sentences:
-                gold_ids.append(f"p{p_index}s{s_index}")
+                gold_ids.append(source_id(p_index, s_index))
     return sources, gold_ids
 
 

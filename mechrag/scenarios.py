@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from mechrag.sources import Source
+from mechrag.sources import Source, source_id
 
 KINDS = ("redundancy", "complementary", "synergy")
 SYLLABLES = (
@@ -74,6 +74,11 @@ class Scenario:
     key_positions: tuple[int, int]
     response: str
 
+    @property
+    def key_ids(self) -> tuple[str, str]:
+        """Ids of the two key documents (in position order)."""
+        return tuple(self.sources[i].id for i in self.key_positions)
+
     def swapped(self) -> Scenario:
         """The same case with the two key documents' positions exchanged (ids follow content)."""
         first, second = self.key_positions
@@ -116,9 +121,7 @@ def make_scenario(kind: str, seed: int = 0, n_documents: int = 10) -> Scenario:
     first, second = sorted(rng.choice(n_documents, size=2, replace=False).tolist())
     texts.insert(first, key_a)
     texts.insert(second, key_b)
-    sources = [Source(f"d{i}", text, None, i) for i, text in enumerate(texts)]
-    for position, tag in ((first, "key_a"), (second, "key_b")):
-        sources[position] = replace(sources[position], id=tag)
+    sources = [Source(source_id(i), text, None, i) for i, text in enumerate(texts)]
     return Scenario(f"{kind}-{seed}", kind, query, sources, (first, second), answer)
 
 

@@ -27,6 +27,12 @@ class Source:
     paragraph: int | None = None
 
 
+def source_id(paragraph: int, sentence: int | None = None) -> str:
+    """The one id scheme: ``p{paragraph}`` for a document, ``p{paragraph}s{sentence}`` for a
+    sentence (indices as in the original text, so ids stay stable when others are dropped)."""
+    return f"p{paragraph}" if sentence is None else f"p{paragraph}s{sentence}"
+
+
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into sentences (Bling Fire), dropping empty pieces."""
     if not isinstance(text, str):
@@ -39,26 +45,25 @@ def sentences_from_paragraphs(
 ) -> list[Source]:
     """Sentence sources from ``(title, text or list of sentences)`` paragraphs.
 
-    Ids are ``"p{paragraph}s{sentence}"``, so they stay stable when other paragraphs are dropped
-    only if callers keep paragraph numbering (the dataset readers do).
+    Ids follow :func:`source_id`.
     """
     sources: list[Source] = []
     for p_index, (title, body) in enumerate(paragraphs):
         sentences = split_sentences(body) if isinstance(body, str) else [s.strip() for s in body]
         for s_index, sentence in enumerate(s for s in sentences if s):
-            sources.append(Source(f"p{p_index}s{s_index}", sentence, title, p_index))
+            sources.append(Source(source_id(p_index, s_index), sentence, title, p_index))
     return sources
 
 
 def documents_from_texts(
     texts: Sequence[str], titles: Sequence[str | None] | None = None
 ) -> list[Source]:
-    """One source per document; each is its own paragraph."""
+    """One source per document; each is its own paragraph (ids ``p0``, ``p1``, ...)."""
     titles = list(titles) if titles is not None else [None] * len(texts)
     if len(titles) != len(texts):
         raise ValueError(f"got {len(texts)} documents but {len(titles)} titles")
     return [
-        Source(f"d{i}", text.strip(), title, i)
+        Source(source_id(i), text.strip(), title, i)
         for i, (text, title) in enumerate(zip(texts, titles))
     ]
 
@@ -68,14 +73,16 @@ def as_sources(
 ) -> list[Source]:
     """Normalise user input to a validated list of sources.
 
-    A string is split into sentences; a list of strings becomes one source per string (all in
-    one paragraph); sources pass through. Raises on empty text, duplicate ids, wrong types and
+    A string is split into paragraphs at blank lines and each paragraph into sentences; a list
+    of strings becomes one source per string (sentences of one paragraph); sources pass
+    through. Ids follow :func:`source_id`. Raises on empty text, duplicate ids, wrong types and
     fewer than ``min_sources`` sources (attribution needs something to compare against).
     """
     if isinstance(sources, str):
         if not sources.strip():
             raise ValueError("context is empty: give at least two sentences or documents")
-        items: list = [Source(f"s{i}", s, None, 0) for i, s in enumerate(split_sentences(sources))]
+        paragraphs = [p for p in sources.split("\n\n") if p.strip()]
+        items: list = sentences_from_paragraphs([(None, p) for p in paragraphs])
     else:
         try:
             items = list(sources)
@@ -85,7 +92,7 @@ def as_sources(
                 f"got {type(sources).__name__}"
             ) from None
         if all(isinstance(s, str) for s in items):
-            items = [Source(f"s{i}", s.strip(), None, 0) for i, s in enumerate(items)]
+            items = [Source(source_id(0, i), s.strip(), None, 0) for i, s in enumerate(items)]
         elif not all(isinstance(s, Source) for s in items):
             kinds = sorted({type(s).__name__ for s in items})
             raise TypeError(f"sources must all be strings or all be Source objects, got {kinds}")

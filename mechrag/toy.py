@@ -18,15 +18,19 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ["<|start|>", "<|end|>", "<|pad|>"]
 
 
-def byte_tokenizer(chat: bool = True):
-    """Byte-level tokenizer: 256 byte tokens, three specials, optional chat template."""
+def byte_tokenizer(chat: bool = True, prefix_space: bool = False):
+    """Byte-level tokenizer: 256 byte tokens, three specials, optional chat template.
+
+    ``prefix_space`` marks the start of a text with a space, as SentencePiece-style tokenizers
+    do, so a text tokenises differently on its own than as a continuation.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {symbol: index for index, symbol in enumerate(sorted(alphabet))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix_space, use_regex=False)
     core.decoder = decoders.ByteLevel()
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=core, bos_token="<|start|>", eos_token="<|end|>", pad_token="<|pad|>"
@@ -88,11 +92,13 @@ def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
     return model.eval()
 
 
-def tiny_model(family: str = "llama", chat: bool = True, seed: int = 0):
+def tiny_model(
+    family: str = "llama", chat: bool = True, seed: int = 0, prefix_space: bool = False
+):
     """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones."""
     from mechrag.models import wrap_hf_model
 
-    tokenizer = byte_tokenizer(chat=chat)
+    tokenizer = byte_tokenizer(chat=chat, prefix_space=prefix_space)
     bridge = wrap_hf_model(
         tiny_hf_model(family, len(tokenizer), seed), tokenizer, name=f"tiny-{family}"
     )

@@ -5,8 +5,7 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from mechrag import Engine, arc_jsd
-from mechrag.generation import generate_response
+from mechrag import Case, Engine, arc_jsd
 
 QUERY = "Where did Alice go?"
 SENTENCES = [
@@ -91,12 +90,9 @@ def test_context_string_is_split_into_sentences(tiny_llama):
 
 
 def test_generated_response_matches_uncached_greedy_decoding(tiny_llama):
-    from mechrag.prompts import PromptBuilder
-    from mechrag.sources import as_sources
-
-    builder = PromptBuilder(tiny_llama.tokenizer, QUERY, as_sources(SENTENCES))
-    generated = generate_response(tiny_llama, builder, max_new_tokens=6)
-    ids = builder.ids()
+    case = Case(tiny_llama, QUERY, SENTENCES, max_new_tokens=6)
+    generated = case.response_ids
+    ids = case.builder.ids()
     expected = []
     with torch.no_grad():
         for _ in range(len(generated)):
@@ -141,15 +137,20 @@ def test_prefix_reuse_matches_plain_passes_on_the_embedded_model(smollm):
     assert plain.top(1)[0][0].text == "It was completed in 1889."
 
 
-def test_sliding_window_models_run_whole_sequences():
+@pytest.mark.parametrize("window", [32, 4096])
+def test_sliding_window_reuses_prefixes_only_inside_the_window(window, monkeypatch):
+    """Windowed caches are cut only when every sequence fits the window; both paths are exact."""
     from mechrag.toy import tiny_model
 
     model = tiny_model("mistral")
+    monkeypatch.setattr(model.original_model.config, "sliding_window", window)
     engine = Engine(model, progress=False)
-    assert not engine.reuse_prefix
-    result = arc_jsd(model, QUERY, SENTENCES, response=RESPONSE, engine=engine)
+    case = Case(model, QUERY, SENTENCES, RESPONSE, engine=engine)
+    fits = len(case.builder.ids()) + len(case.response_ids) < window
+    assert (engine.reference(case.builder, case.response_ids).cache is None) != fits
     expected = naive_arc_jsd(model, QUERY, SENTENCES, RESPONSE)
-    np.testing.assert_allclose(result.token_scores, expected, atol=1e-5)
+    np.testing.assert_allclose(case.arc_jsd().token_scores, expected, atol=1e-5)
+    assert fits == (window == 4096)
 
 
 def test_engine_for_another_model_is_rejected(tiny_llama, tiny_gpt2):

@@ -1,54 +1,96 @@
-"""``attribute``: every method through one entry point, on the tiny model."""
+"""The case object and ``attribute``: every method on one case, one cache, honest costs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from mechrag.attribution.api import ATTRIBUTION_METHODS, attribute
-from mechrag.attribution.arc_jsd import arc_jsd
-from mechrag.attribution.context import AttributionTask
-from mechrag.attribution.games import SubsetScorer
+import mechrag
+from mechrag import PMCSHAP, Case, KernelSHAP
+from mechrag.attribution.estimators import ESTIMATORS
 from mechrag.attribution.shapley import exact_shapley
 
 QUERY = "Where does Ana live?"
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall."]
 
 
-def test_arc_jsd_matches_direct_call(tiny_llama):
-    ours = attribute(tiny_llama, QUERY, DOCS, "arc_jsd", response="Oslo.")
-    direct = arc_jsd(tiny_llama, QUERY, DOCS, response="Oslo.")
+@pytest.fixture
+def case(tiny_llama):
+    return Case(tiny_llama, QUERY, DOCS, "Oslo.")
+
+
+def test_arc_jsd_through_attribute_matches_direct_call(tiny_llama, case):
+    ours = case.attribute("arc_jsd")
+    direct = mechrag.arc_jsd(tiny_llama, QUERY, DOCS, "Oslo.")
     np.testing.assert_allclose(ours.scores, direct.scores)
     np.testing.assert_allclose(ours.token_scores, direct.token_scores)
 
 
-def test_exact_matches_game_and_counts_calls(tiny_llama):
-    result = attribute(tiny_llama, QUERY, DOCS, "exact", response="Oslo.")
-    task = AttributionTask.prepare(tiny_llama, QUERY, DOCS, "Oslo.")
-    np.testing.assert_allclose(result.scores, exact_shapley(SubsetScorer(task).game(), 4))
-    assert result.model_calls == 16 and result.token_scores is None
-    assert result.metadata["value"] == "logprob"
+def test_arc_jsd_then_loo_adds_no_pass_and_exact_scores_only_new_subsets(case):
+    engine = case.engine
+    case.arc_jsd()
+    passes, rows = engine.forward_passes, engine.rows_scored
+    loo = case.attribute("loo")
+    assert engine.forward_passes == passes and engine.rows_scored == rows
+    assert loo.model_calls == 5 and loo.metadata["forward_passes"] == 0
+    exact = case.attribute("exact")
+    assert engine.rows_scored - rows == 2**4 - 5  # only the subsets not seen yet
+    assert exact.model_calls == 16 and case.subsets_scored == 16
+    again = case.attribute("exact")
+    assert again.metadata["forward_passes"] == 0
+    np.testing.assert_array_equal(again.scores, exact.scores)
 
 
-@pytest.mark.parametrize("method", [m for m in ATTRIBUTION_METHODS if m != "arc_jsd"])
-def test_budgets_and_per_token_scores(tiny_llama, method):
-    result = attribute(
-        tiny_llama,
-        QUERY,
-        DOCS,
-        method,
-        budget=None if method in ("exact", "loo") else 10,
-        response="Oslo.",
-        value="token_prob",
-        seed=1,
+def test_loo_and_exact_match_the_game(case):
+    game = case.game("logprob")
+    np.testing.assert_allclose(case.attribute("exact").scores, exact_shapley(game, 4))
+    full = game(case.full_mask()[None])[0]
+    np.testing.assert_allclose(
+        case.attribute("loo").scores, full - game(case.leave_one_out_masks())
     )
-    assert result.token_scores.shape == (4, len(result.response_ids))
+
+
+@pytest.mark.parametrize("method", sorted(ESTIMATORS))
+def test_budgets_and_per_token_scores(case, method):
+    budget = None if method in ("exact", "loo") else 10
+    result = case.attribute(method, budget=budget, value="token_prob", seed=1)
+    assert result.token_scores.shape == (4, len(case.response_ids))
     np.testing.assert_allclose(result.scores, result.token_scores.sum(1))
     assert result.model_calls <= {"exact": 16, "loo": 5}.get(method, 10)
+    assert result.method == method and result.metadata["value"] == "token_prob"
 
 
-def test_bad_inputs(tiny_llama):
+def test_configured_estimator_objects(case):
+    paired = case.attribute(KernelSHAP(paired=True), budget=10, seed=3)
+    assert paired.metadata["options"] == {"paired": True}
+    assert case.attribute("kernel_shap").metadata["options"] == {"paired": False}
+    one_refit = case.attribute(PMCSHAP(refits=1), budget=10, seed=3)
+    default = case.attribute("pmc_shap", budget=10, seed=3)
+    assert one_refit.metadata["options"] == {"refits": 1, "fraction": 0.5}
+    assert not np.allclose(one_refit.scores, default.scores)  # the option reached the fit
+
+
+def test_string_response_is_tokenised_as_a_continuation(tiny_llama):
+    from mechrag.toy import tiny_model
+
+    # A space-marker tokenizer splits " Oslo" differently alone than after the prompt.
+    model = tiny_model("llama", prefix_space=True)
+    case = Case(model, QUERY, DOCS, "Oslo.")
+    alone = model.tokenizer("Oslo.", add_special_tokens=False).input_ids
+    joint = model.tokenizer(case.builder.text() + "Oslo.", add_special_tokens=False).input_ids
+    assert case.response_ids != alone
+    assert joint == case.builder.ids() + case.response_ids
+    assert case.response_text == "Oslo."
+
+
+def test_bad_inputs(case):
     with pytest.raises(ValueError, match="unknown method"):
-        attribute(tiny_llama, QUERY, DOCS, "shap", response="Oslo.")
+        case.attribute("shap")
     with pytest.raises(ValueError, match="arc_jsd scores"):
-        attribute(tiny_llama, QUERY, DOCS, "arc_jsd", budget=10, response="Oslo.")
+        case.attribute("arc_jsd", budget=10)
+    with pytest.raises(ValueError, match="masks must be"):
+        case.token_logprobs(np.ones((2, 3), dtype=bool))
+    with pytest.raises(ValueError, match="unknown divergence"):
+        case.token_divergences(case.leave_one_out_masks(), "hellinger")
+    with pytest.raises(ValueError, match="unknown source"):
+        case.localize("nope")

@@ -1,4 +1,4 @@
-"""Value functions on the engine: formulas, caching, counting, and exact Shapley on them."""
+"""Value functions on a case: formulas, caching, counting, and exact Shapley on them."""
 
 from __future__ import annotations
 
@@ -9,55 +9,84 @@ import numpy as np
 import pytest
 import torch
 
-from mechrag.attribution.context import AttributionTask
-from mechrag.attribution.games import SubsetScorer
+from mechrag import Case, Engine
 from mechrag.attribution.sampling import all_masks
 from mechrag.attribution.shapley import shapley_values
+from mechrag.divergences import jsd
 
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall."]
 
 
 @pytest.fixture
-def task(tiny_llama):
-    return AttributionTask.prepare(tiny_llama, "Where does Ana live?", DOCS, response="Oslo.")
+def case(tiny_llama):
+    return Case(tiny_llama, "Where does Ana live?", DOCS, response="Oslo.")
 
 
-def test_values_follow_the_engine(task):
-    scorer = SubsetScorer(task)
-    masks = np.array([[1, 0, 1, 0], [0, 0, 0, 0]], dtype=bool)
-    direct = task.engine.token_logprobs(task.builder, task.response_ids, torch.as_tensor(masks))
-    direct = direct.double().numpy()
-    np.testing.assert_allclose(scorer.game("logprob")(masks), direct.sum(1), rtol=1e-6)
-    np.testing.assert_allclose(scorer.game("token_prob")(masks), np.exp(direct), rtol=1e-6)
+def one_at_a_time(model, query, docs, response, masks) -> tuple[np.ndarray, np.ndarray]:
+    """Per-token log P(r_t) and JSD from the full context, one unpadded pass per mask."""
+    reference = Case(model, query, docs, response, engine=Engine(model, reuse_prefix=False))
+    targets = torch.as_tensor(reference.response_ids)[:, None]
+    n = len(reference.response_ids)
+    full = None
+    logprobs, divergences = [], []
+    for mask in [np.ones(len(docs), dtype=bool), *masks]:
+        ids = reference.builder.ids(torch.as_tensor(mask)) + reference.response_ids[:-1]
+        with torch.no_grad():
+            row = model(torch.tensor([ids]))[0, -n:].double().log_softmax(-1)
+        full = row if full is None else full
+        logprobs.append(row.gather(-1, targets)[:, 0].numpy())
+        divergences.append(jsd(full, row).numpy())
+    return np.stack(logprobs[1:]), np.stack(divergences[1:])
+
+
+def test_values_follow_independent_passes(case):
+    masks = np.array([[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]], dtype=bool)
+    direct, divergence = one_at_a_time(
+        case.model, case.query, DOCS, "Oslo.", masks
+    )
+    np.testing.assert_allclose(case.token_logprobs(masks), direct, atol=1e-5)
+    np.testing.assert_allclose(case.token_divergences(masks), divergence, atol=1e-5)
+    np.testing.assert_allclose(case.game("logprob")(masks), direct.sum(1), atol=1e-5)
+    np.testing.assert_allclose(case.game("token_prob")(masks), np.exp(direct), rtol=1e-5)
     p = np.exp(direct)
     logit = np.log(p / (1 - p)).sum(1)
-    np.testing.assert_allclose(scorer.game("logit_prob")(masks), logit, rtol=1e-5)
+    np.testing.assert_allclose(case.game("logit_prob")(masks), logit, rtol=1e-4)
+    assert case.token_divergences(masks)[2].max() < 1e-7  # the full context against itself
 
 
-def test_empty_subset_renders_query_alone(task):
-    empty = torch.zeros(len(DOCS), dtype=torch.bool)
-    text = task.builder.text(empty)
+def test_empty_subset_renders_query_alone(case):
+    text = case.builder.text(torch.as_tensor(case.empty_mask()))
     assert "Where does Ana live?" in text and not any(doc in text for doc in DOCS)
 
 
-def test_subsets_are_scored_once(task):
-    scorer = SubsetScorer(task)
+def test_subsets_are_scored_once(case):
     masks = np.array([[1, 1, 0, 0], [1, 1, 0, 0], [0, 1, 1, 1]], dtype=bool)
-    passes = task.engine.forward_passes
-    first = scorer.game("logprob")(masks)
-    assert scorer.evaluations == 2
-    used = task.engine.forward_passes - passes
-    second = scorer.game("token_prob")(masks[::-1])
-    assert task.engine.forward_passes - passes == used, "cached subsets were re-run"
-    assert first[0] == first[1] and second.shape == (3, len(task.response_ids))
+    first = case.game("logprob")(masks)
+    assert case.subsets_scored == 2
+    passes = case.engine.forward_passes
+    second = case.game("token_prob")(masks[::-1])
+    divergences = case.token_divergences(masks, "kl")
+    assert case.engine.forward_passes == passes, "cached subsets were re-run"
+    assert first[0] == first[1] and second.shape == (3, len(case.response_ids))
+    assert divergences.shape == (3, len(case.response_ids))
 
 
-def test_bad_masks_and_values(task):
-    scorer = SubsetScorer(task)
-    with pytest.raises(ValueError, match="masks must be"):
-        scorer.token_logprobs(np.ones((2, 3), dtype=bool))
+def test_interventions_get_their_own_cache(case):
+    from mechrag import ablate
+
+    masks = case.leave_one_out_masks()
+    clean = case.token_logprobs(masks)
+    with ablate(case.model, heads=[(0, 0), (1, 2)], mlps=[0]):
+        ablated = case.token_logprobs(masks)
+        fresh = Case(case.model, case.query, DOCS, "Oslo.").token_logprobs(masks)
+    np.testing.assert_allclose(ablated, fresh, atol=1e-6)
+    assert not np.allclose(ablated, clean)
+    np.testing.assert_array_equal(case.token_logprobs(masks), clean)  # clean cache kept
+
+
+def test_bad_values(case):
     with pytest.raises(ValueError, match="unknown value"):
-        scorer.game("prob")
+        case.game("prob")
 
 
 def brute_force_shapley(values: dict[frozenset, float], n: int) -> np.ndarray:
@@ -73,14 +102,13 @@ def brute_force_shapley(values: dict[frozenset, float], n: int) -> np.ndarray:
     return phi
 
 
-def test_exact_shapley_on_tiny_model_matches_brute_force(task):
-    scorer = SubsetScorer(task)
-    phi = shapley_values(scorer.game("logprob"), 4, "exact")
+def test_exact_shapley_on_tiny_model_matches_brute_force(case):
+    phi = shapley_values(case.game("logprob"), 4, "exact")
     masks = all_masks(4)
-    logprobs = task.engine.token_logprobs(task.builder, task.response_ids, torch.as_tensor(masks))
+    logprobs, _ = one_at_a_time(case.model, case.query, DOCS, "Oslo.", masks)
     values = {frozenset(np.flatnonzero(m)): float(v) for m, v in zip(masks, logprobs.sum(1))}
-    np.testing.assert_allclose(phi, brute_force_shapley(values, 4), atol=1e-5)
-    assert scorer.evaluations == 16
+    np.testing.assert_allclose(phi, brute_force_shapley(values, 4), atol=1e-4)
+    assert case.subsets_scored == 16
 
 
 @pytest.mark.integration
@@ -94,12 +122,9 @@ def test_exact_shapley_on_embedded_model_six_documents(smollm):
         "The sea is calm.",
         "Olek lives in Vell.",
     ]
-    task = AttributionTask.prepare(smollm, "Where does Mira live?", docs, response="Tarn")
-    phi = shapley_values(SubsetScorer(task).game("logprob"), 6, "exact")
-    values = {}
-    for mask in all_masks(6):  # one subset at a time, independently of the scorer's batching
-        logprobs = task.engine.token_logprobs(
-            task.builder, task.response_ids, torch.as_tensor(mask[None])
-        )
-        values[frozenset(np.flatnonzero(mask))] = float(logprobs.sum())
+    case = Case(smollm, "Where does Mira live?", docs, response="Tarn")
+    phi = shapley_values(case.game("logprob"), 6, "exact")
+    masks = all_masks(6)  # one subset at a time, independently of the case's batching
+    logprobs, _ = one_at_a_time(smollm, case.query, docs, "Tarn", masks)
+    values = {frozenset(np.flatnonzero(m)): float(v) for m, v in zip(masks, logprobs.sum(1))}
     np.testing.assert_allclose(phi, brute_force_shapley(values, 6), atol=2e-3)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from scipy.spatial.distance import jensenshannon
 
-from mechrag.mechanism import ComponentAttribution, localize
+from mechrag import ComponentAttribution, localize
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 
@@ -92,7 +92,7 @@ def _reference_scores(model, removed: int):
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_scores_match_independent_computation(family, request):
     model = request.getfixturevalue(family)
-    result = localize(model, QUERY, SOURCES, source="s0", response=RESPONSE, logit_budget=1000)
+    result = localize(model, QUERY, SOURCES, source="p0s0", response=RESPONSE, logit_budget=1000)
     heads, mlps = _reference_scores(model, removed=0)
     assert result.heads.shape == (model.cfg.n_layers, model.cfg.n_heads)
     np.testing.assert_allclose(result.heads, heads, rtol=2e-3, atol=2e-5)
@@ -106,34 +106,38 @@ def test_default_source_is_top_arc_jsd(tiny_llama):
     attribution = arc_jsd(tiny_llama, QUERY, SOURCES, response=RESPONSE)
     result = localize(tiny_llama, QUERY, SOURCES, response=RESPONSE)
     assert result.source_id == attribution.top(1)[0][0].id
-    assert set(result.metadata["source_scores"]) == {"s0", "s1", "s2"}
+    assert set(result.metadata["source_scores"]) == {"p0s0", "p0s1", "p0s2"}
 
 
 def test_hooks_removed_and_parameters_unchanged(tiny_gpt2, monkeypatch):
     hooks, state = _hook_count(tiny_gpt2), _state(tiny_gpt2)
-    localize(tiny_gpt2, QUERY, SOURCES, source="s1", response=RESPONSE)
+    localize(tiny_gpt2, QUERY, SOURCES, source="p0s1", response=RESPONSE)
     assert _hook_count(tiny_gpt2) == hooks
 
-    import mechrag.mechanism.lens as lens
+    from mechrag import adapter
 
-    def boom(*args, **kwargs):
-        raise RuntimeError("boom")
+    forward = adapter.forward
 
-    monkeypatch.setattr(lens, "logits_to_keep", boom)
+    def boom(*args, n_logits, **kwargs):  # fails inside the capture, while its hooks are on
+        if n_logits == 1:
+            raise RuntimeError("boom")
+        return forward(*args, n_logits=n_logits, **kwargs)
+
+    monkeypatch.setattr(adapter, "forward", boom)
     with pytest.raises(RuntimeError, match="boom"):
-        localize(tiny_gpt2, QUERY, SOURCES, source="s1", response=RESPONSE)
+        localize(tiny_gpt2, QUERY, SOURCES, source="p0s1", response=RESPONSE)
     assert _hook_count(tiny_gpt2) == hooks
     for name, value in _state(tiny_gpt2).items():
         assert torch.equal(value, state[name]), name
 
 
 def test_unknown_source_raises(tiny_llama):
-    with pytest.raises(ValueError, match="unknown source id 'nope'"):
+    with pytest.raises(ValueError, match="unknown source 'nope'"):
         localize(tiny_llama, QUERY, SOURCES, source="nope", response=RESPONSE)
 
 
 def test_result_api(tiny_llama, tmp_path):
-    result = localize(tiny_llama, QUERY, SOURCES, source="s0", response=RESPONSE)
+    result = localize(tiny_llama, QUERY, SOURCES, source="p0s0", response=RESPONSE)
     n_layers, n_heads = result.heads.shape
     frame = result.to_frame()
     assert list(frame.columns[:5]) == ["kind", "layer", "head", "score", "rank"]
@@ -159,7 +163,7 @@ def test_plots(family, request, tmp_path):
     from mechrag.plots.sources import save_figure
 
     model = request.getfixturevalue(family)
-    result = localize(model, QUERY, SOURCES, source="s0", response=RESPONSE)
+    result = localize(model, QUERY, SOURCES, source="p0s0", response=RESPONSE)
     for figure in (
         result.plot_heads(k=3),
         result.plot_layers(),

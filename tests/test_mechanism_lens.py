@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
-from mechrag.mechanism.lens import (
-    capture_response_activations,
-    head_writes,
-    lens_logprobs,
-    logit_soft_cap,
-    output_bias,
-    output_weight,
-)
+from mechrag import Case
+from mechrag.adapter import logit_soft_cap, output_bias
+from mechrag.mechanism.lens import head_writes, lens_logprobs, output_weight
 
 IDS = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5, 6, 7, 9]]
 
@@ -67,16 +63,21 @@ def test_transposed_w_o_would_fail(tiny_llama):
 
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_lens_of_final_residual_is_the_model_output(family, request):
+    """Captured through the engine (prefix reuse, batched rows), the last residual's lens is
+    the model's own output distribution at every response position."""
     model = request.getfixturevalue(family)
-    ids, attention = _batch(model)
-    acts = capture_response_activations(model, ids, attention, n_response=4)
-    assert acts.z.shape == (model.cfg.n_layers, 2, 4, model.cfg.n_heads, model.cfg.d_head)
-    with torch.no_grad():
-        logits = model(ids, attention_mask=attention)[:, -4:]
-    expected = logits.float().log_softmax(-1)
-    torch.testing.assert_close(
-        lens_logprobs(model, acts.resid_post[-1]), expected, atol=1e-4, rtol=1e-4
-    )
+    case = Case(model, "Where is it?", ["It is here.", "Not there.", "Maybe."], "Here.")
+    masks = np.array([[1, 1, 1], [1, 0, 1], [0, 1, 1]], dtype=bool)
+    acts = case.capture(masks, sites=["z", "resid_post"])
+    n = len(case.response_ids)
+    assert acts["z"].shape == (model.cfg.n_layers, 3, n, model.cfg.n_heads, model.cfg.d_head)
+    for row, mask in enumerate(masks):
+        ids = case.builder.ids(torch.as_tensor(mask)) + case.response_ids[:-1]
+        with torch.no_grad():
+            expected = model(torch.tensor([ids]))[0, -n:].float().log_softmax(-1)
+        lens = lens_logprobs(model, acts["resid_post"][-1, row])
+        assert lens.dtype == torch.float32
+        torch.testing.assert_close(lens, expected, atol=1e-4, rtol=1e-4)
 
 
 def test_soft_cap_read_from_config(tiny_llama, monkeypatch):
@@ -91,10 +92,10 @@ def test_soft_cap_read_from_config(tiny_llama, monkeypatch):
     assert (spread <= 10.0 + 1e-4).all()  # capped logits lie in (-5, 5)
 
 
-def test_capture_rejects_bad_length(tiny_llama):
-    ids, attention = _batch(tiny_llama)
-    with pytest.raises(ValueError, match="n_response"):
-        capture_response_activations(tiny_llama, ids, attention, n_response=0)
+def test_capture_rejects_bad_masks(tiny_llama):
+    case = Case(tiny_llama, "Where is it?", ["It is here.", "Not there."], "Here.")
+    with pytest.raises(ValueError, match="masks must be"):
+        case.capture(np.ones((1, 3), dtype=bool), sites=["z"])
 
 
 @pytest.mark.integration

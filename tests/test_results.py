@@ -29,7 +29,7 @@ def attribution():
 
 def test_ranking_top_and_frame(attribution):
     assert attribution.ranking.tolist() == [1, 2, 0]  # ties keep source order
-    assert [s.id for s, _ in attribution.top(2)] == ["s1", "s2"]
+    assert [s.id for s, _ in attribution.top(2)] == ["p0s1", "p0s2"]
     frame = attribution.to_frame()
     assert frame["rank"].tolist() == [3, 1, 2]
     assert list(frame.columns) == ["source_id", "rank", "score", "title", "paragraph", "text"]
@@ -47,7 +47,7 @@ def test_shape_checks():
 
 
 def test_plots_return_figures(attribution):
-    bars = attribution.plot(highlight=["s0"])
+    bars = attribution.plot(highlight=["p0s0"])
     assert len(bars.axes[0].patches) == 3
     heatmap = attribution.plot_tokens()
     assert heatmap.axes[0].images[0].get_array().shape == (3, 2)
@@ -85,7 +85,7 @@ def test_cli_attribute_writes_table_json_and_chart(method, tiny_llama, tmp_path,
     budget = [] if method == "arc_jsd" else ["--budget", "6"]  # ARC-JSD takes no budget
     assert main([*arguments, *budget, "--out", str(out)]) == 0
     table = pd.read_csv(out / f"attribution_{method}.csv")
-    assert table["source_id"].tolist() == ["d0", "d1", "d2"]
+    assert table["source_id"].tolist() == ["p0", "p1", "p2"]
     saved = Attribution.from_dict(json.loads((out / f"attribution_{method}.json").read_text()))
     np.testing.assert_allclose(saved.scores, table["score"])
     assert (out / f"attribution_{method}_scores.png").stat().st_size > 0

@@ -18,7 +18,8 @@ def test_seeded_and_well_formed():
         assert len(case.sources) == 10
         assert len({s.text for s in case.sources}) == 10
         first, second = case.key_positions
-        assert [case.sources[first].id, case.sources[second].id] == ["key_a", "key_b"]
+        assert case.key_ids == (f"p{first}", f"p{second}")
+        assert case.swapped().key_ids == (f"p{second}", f"p{first}")  # ids follow content
         assert case.response in case.sources[first].text + case.sources[second].text or (
             case.kind == "complementary"
         )
@@ -49,8 +50,12 @@ def test_position_bias_detects_position_and_content_scorers():
     def by_position(case):  # earlier documents score higher, whatever they say
         return -np.arange(len(case.sources), dtype=float)
 
-    def by_content(case):  # key_a always wins
-        return np.array([{"key_a": 2.0, "key_b": 1.0}.get(s.id, 0.0) for s in case.sources])
+    first_key = {case.id: case.key_ids[0] for case in cases}
+
+    def by_content(case):  # the first key document always wins, wherever it stands
+        winner = first_key[case.id.removesuffix("-swapped")]
+        scores = [2.0 if s.id == winner else float(s.id in case.key_ids) for s in case.sources]
+        return np.array(scores)
 
     position = position_bias(by_position, cases)
     content = position_bias(by_content, cases)

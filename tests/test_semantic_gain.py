@@ -7,7 +7,8 @@ import pytest
 import torch
 from scipy import stats
 
-from mechrag.mechanism import localize, spearman
+from mechrag import localize
+from mechrag.mechanism.semantic_gain import spearman
 
 QUERY = "Where does the cat sleep?"
 SOURCES = ["The cat sleeps on the mat.", "Dogs bark at night.", "The mat is red."]
@@ -24,7 +25,7 @@ def test_gain_matches_direct_computation(family, request):
     from mechrag.sources import as_sources
 
     model = request.getfixturevalue(family)
-    result = localize(model, QUERY, SOURCES, source="s2", response=RESPONSE)
+    result = localize(model, QUERY, SOURCES, source="p0s2", response=RESPONSE)
     builder = PromptBuilder(model.tokenizer, QUERY, as_sources(SOURCES))
     response = builder.response_ids(RESPONSE)
     with torch.no_grad():
@@ -70,7 +71,7 @@ def test_spearman_matches_scipy():
 
 
 def test_without_gains(tiny_llama):
-    result = localize(tiny_llama, QUERY, SOURCES, source="s0", response=RESPONSE, gains=False)
+    result = localize(tiny_llama, QUERY, SOURCES, source="p0s0", response=RESPONSE, gains=False)
     assert result.gains is None
     assert np.isnan(result.to_frame()["semantic_gain"]).all()
     with pytest.raises(ValueError, match="no semantic gains"):

@@ -17,7 +17,7 @@ def test_split_sentences_handles_abbreviations():
 
 
 def test_as_sources_accepts_strings_and_sources_and_rejects_duplicates():
-    assert [s.id for s in as_sources(["a.", "b."])] == ["s0", "s1"]
+    assert [s.id for s in as_sources(["a.", "b."])] == ["p0s0", "p0s1"]
     custom = [Source("x", "A."), Source("y", "B.")]
     assert as_sources(custom) == custom
     with pytest.raises(ValueError, match="unique"):

@@ -1,15 +1,8 @@
 """Mechanistic localisation: which attention heads and MLPs carry a source into the response."""
 
-from mechrag.mechanism.ablation import (
-    ComponentMeans,
-    ablate,
-    ablation_effect,
-    component_means,
-    parse_heads,
-)
-from mechrag.mechanism.localize import localize, localize_task
+from mechrag.mechanism.ablation import ComponentMeans, ablate, component_means, parse_heads
 from mechrag.mechanism.result import Component, ComponentAttribution
-from mechrag.mechanism.semantic_gain import SemanticGain, semantic_gain, spearman
+from mechrag.mechanism.semantic_gain import SemanticGain, semantic_gain
 
 __all__ = [
     "Component",
@@ -17,11 +10,7 @@ __all__ = [
     "ComponentMeans",
     "SemanticGain",
     "ablate",
-    "ablation_effect",
     "component_means",
-    "localize",
-    "localize_task",
     "parse_heads",
     "semantic_gain",
-    "spearman",
 ]

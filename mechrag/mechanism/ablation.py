@@ -20,7 +20,7 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechrag.engine import logits_to_keep
+from mechrag import adapter
 
 MODES = ("zero", "scale", "mean")
 
@@ -76,7 +76,7 @@ def component_means(model, engine, sequences: list[list[int]], batch_size: int =
             for layer in range(n_layers)
         ]
         with model.hooks(fwd_hooks=hooks):
-            model(ids, attention_mask=attention, **logits_to_keep(model, 1))
+            adapter.forward(model, ids, attention, n_logits=1)
         count += int(attention.sum())
     if count == 0:
         raise ValueError("no reference tokens to average over")
@@ -135,46 +135,3 @@ def ablate(
     hooks += [(f"blocks.{layer}.hook_mlp_out", mlp_hook(layer)) for layer in mlps]
     with model.hooks(fwd_hooks=hooks):
         yield
-
-
-@torch.inference_mode()
-def ablation_effect(
-    task,
-    source_index: int,
-    heads: Iterable[tuple[int, int]] = (),
-    mlps: Iterable[int] = (),
-    clean: Float[Tensor, "2 n_response vocab"] | None = None,
-    **ablate_options,
-) -> dict[str, float]:
-    """How an ablation changes the model on a prepared task (teacher-forced response ``r``).
-
-    With ``P``/``P~`` the clean/ablated full-context next-token distributions and ``Q``/``Q~``
-    those without source ``source_index``:
-
-    * ``output_jsd = sum_t JSD(P_t || P~_t)``: change of the full-context output;
-    * ``delta_loglik = sum_t log P~_t(r_t) - log P_t(r_t)``: change in response log-likelihood;
-    * ``delta_source_jsd = sum_t JSD(P~_t || Q~_t) - sum_t JSD(P_t || Q_t)``: change of the
-      source's sentence-level ARC-JSD score.
-
-    ``clean``: the un-ablated log-probs of ``[full, without source]`` to reuse across calls.
-    """
-    from mechrag.divergences import jsd
-
-    masks = torch.ones((2, task.builder.n_sources), dtype=torch.bool)
-    masks[1, source_index] = False
-    if clean is None:
-        clean = task.engine.run(task.builder, task.response_ids, masks)
-    with ablate(task.model, heads, mlps, **ablate_options):
-        ablated = task.engine.run(task.builder, task.response_ids, masks)
-    targets = torch.as_tensor(task.response_ids)[:, None]
-
-    def loglik(logprobs: Tensor) -> float:
-        return float(logprobs[0].gather(-1, targets).sum())
-
-    return {
-        "output_jsd": float(jsd(clean[0], ablated[0]).sum()),
-        "delta_loglik": loglik(ablated) - loglik(clean),
-        "delta_source_jsd": float(
-            jsd(ablated[0], ablated[1]).sum() - jsd(clean[0], clean[1]).sum()
-        ),
-    }

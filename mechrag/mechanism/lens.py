@@ -6,28 +6,29 @@ A component's *write* is what it adds to the residual stream: for attention head
 writes ``z W_O[l, h]``, never ``z W_O^T``); for an MLP it is ``hook_mlp_out``. The per-head
 writes plus the output bias sum to the attention block's output. The lens maps any write ``x``
 to ``log_softmax(cap(unembed(final_norm(x))))`` with the model's own final-norm and unembedding
-modules and its logit soft-cap when it has one. Only response positions are captured, and heads
-are projected in chunks so the ``[.., vocab]`` tensors stay under a fixed element budget.
+modules and its logit soft-cap when it has one, always in float32 (see :mod:`mechrag.adapter`).
+Activations are captured at response positions only, through the engine; heads are projected in
+chunks so the ``[.., vocab]`` tensors stay under a fixed element budget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from jaxtyping import Float, Int
+from einops import rearrange
+from jaxtyping import Float
 from torch import Tensor
 
+from mechrag import adapter
 from mechrag.divergences import jsd
-from mechrag.engine import logits_to_keep
 
 DEFAULT_LOGIT_BUDGET = 1 << 25  # vocabulary-sized float32 elements held at once (128 MiB)
 
 
 @dataclass
 class ResponseActivations:
-    """Activations at the last ``n_response`` positions of each row of a batch.
+    """Activations at the response positions of each row (as :meth:`mechrag.Case.capture`).
 
     ``z[l]`` is ``blocks.{l}.attn.hook_z``; ``resid_pre/mid/post[l]`` and ``mlp_out[l]`` are the
     residual stream before attention, between attention and MLP, after the block, and the MLP
@@ -41,55 +42,10 @@ class ResponseActivations:
     mlp_out: Float[Tensor, "n_layers batch n_response d_model"]
 
 
-CAPTURED = {
-    "z": "attn.hook_z",
-    "resid_pre": "hook_resid_pre",
-    "resid_mid": "hook_resid_mid",
-    "resid_post": "hook_resid_post",
-    "mlp_out": "hook_mlp_out",
-}
-
-
-@torch.inference_mode()
-def capture_response_activations(
-    model,
-    ids: Int[Tensor, "batch pos"],
-    attention_mask: Int[Tensor, "batch pos"],
-    n_response: int,
-) -> ResponseActivations:
-    """Run ``model`` once on a left-padded batch and keep every layer's activations at the
-    last ``n_response`` positions (the response positions the engine lays out)."""
-    if not 1 <= n_response <= ids.shape[1]:
-        raise ValueError(f"n_response must be in [1, {ids.shape[1]}], got {n_response}")
-    n_layers = model.cfg.n_layers
-    store: dict[str, list] = {key: [None] * n_layers for key in CAPTURED}
-
-    def keeper(key: str, layer: int) -> Callable:
-        def hook(activation: Tensor, hook) -> None:
-            store[key][layer] = activation[:, -n_response:].detach().float().clone()
-
-        return hook
-
-    hooks = [
-        (f"blocks.{layer}.{name}", keeper(key, layer))
-        for key, name in CAPTURED.items()
-        for layer in range(n_layers)
-    ]
-    with model.hooks(fwd_hooks=hooks):
-        # The lens needs no output logits: ask for one position only.
-        model(ids, attention_mask=attention_mask, **logits_to_keep(model, 1))
-    return ResponseActivations(**{key: torch.stack(values) for key, values in store.items()})
-
-
 def output_weight(model) -> Float[Tensor, "n_layers n_heads d_head d_model"]:
-    """``W_O`` per layer and head, in float32."""
-    return model.W_O.detach().float()
-
-
-def output_bias(model, layer: int) -> Float[Tensor, " d_model"] | None:
-    """The attention output projection's bias of ``layer`` (``None`` when bias-free)."""
-    bias = getattr(model.blocks[layer].attn.o.original_component, "bias", None)
-    return None if bias is None else bias.detach().float()
+    """``W_O`` of every layer in float32 (``adapter.output_weight`` gives one layer)."""
+    layers = range(model.cfg.n_layers)
+    return torch.stack([adapter.output_weight(model, layer) for layer in layers])
 
 
 def head_writes(
@@ -102,24 +58,10 @@ def head_writes(
     return torch.einsum("...hd,...hdm->...hm", z, w_o)
 
 
-def logit_soft_cap(model) -> float | None:
-    """The final-logit soft-cap ``c`` (logits become ``c * tanh(logits / c)``), if any."""
-    cap = getattr(model.cfg, "output_logits_soft_cap", None)
-    if cap is None or cap <= 0:
-        cap = getattr(model.original_model.config, "final_logit_softcapping", None)
-    return float(cap) if cap is not None and cap > 0 else None
-
-
 @torch.inference_mode()
 def lens_logprobs(model, writes: Float[Tensor, "*batch d_model"]) -> Float[Tensor, "*batch vocab"]:
-    """Logit lens: final norm, unembedding, soft-cap, then float32 log-softmax."""
-    parameter = next(model.original_model.parameters())
-    normed = model.ln_final(writes.to(parameter.device, parameter.dtype))
-    logits = model.original_model.get_output_embeddings()(normed).float()
-    cap = logit_soft_cap(model)
-    if cap is not None:
-        logits = cap * torch.tanh(logits / cap)
-    return logits.log_softmax(-1)
+    """Logit lens in float32: final norm, unembedding, soft-cap, then log-softmax."""
+    return adapter.unembed(model, adapter.final_norm(model, writes)).log_softmax(-1)
 
 
 def lens_jsd(
@@ -149,16 +91,16 @@ def head_lens_jsd(
     model, activations: ResponseActivations, budget: int = DEFAULT_LOGIT_BUDGET
 ) -> Float[Tensor, "n_layers n_heads n_response"]:
     """Per-token lens JSD of every head's write, one layer's heads per write tensor."""
-    w_o = output_weight(model).to(activations.z.device)
-    per_layer = [
-        chunked_lens_jsd(model, head_writes(activations.z[layer], w_o[layer]), budget)
-        for layer in range(model.cfg.n_layers)
-    ]
-    return torch.stack(per_layer).transpose(1, 2)
+    per_layer = []
+    for layer in range(model.cfg.n_layers):
+        w_o = adapter.output_weight(model, layer).to(activations.z)
+        per_layer.append(chunked_lens_jsd(model, head_writes(activations.z[layer], w_o), budget))
+    return rearrange(torch.stack(per_layer), "layer response head -> layer head response")
 
 
 def layer_lens_jsd(
     model, per_layer: Float[Tensor, "n_layers 2 n_response d_model"], budget: int
 ) -> Float[Tensor, "n_layers n_response"]:
     """Per-token lens JSD of one ``d_model`` vector per layer (MLP outputs, residual stream)."""
-    return chunked_lens_jsd(model, per_layer.permute(1, 2, 0, 3), budget).T
+    writes = rearrange(per_layer, "layer row response d -> row response layer d")
+    return rearrange(chunked_lens_jsd(model, writes, budget), "response layer -> layer response")

@@ -1,0 +1,401 @@
+"""The case: one question held across every method, with one cache of scored subsets.
+
+A :class:`Case` is built once from a model, a query, its sources and a response (generated
+greedily from the full prompt when not given). Every method runs on it: ``case.arc_jsd()``,
+``case.attribute(...)``, ``case.localize(...)``, ``case.ablation_effect(...)``. Each distinct
+source subset is run through the engine at most once: the case keeps, per subset, the per-token
+log-probability of the response and the per-token divergences from the full context, so ARC-JSD
+followed by LOO costs nothing more, and exact Shapley after LOO scores only the subsets not yet
+seen.
+
+Cached scores are kept per set of active model hooks: inside ``mechrag.ablate(...)`` or a gate
+the case scores afresh (and keeps that cache only until the hooks change again), so a result
+computed under one intervention is never served under another.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from jaxtyping import Bool, Float
+from torch import Tensor
+
+from mechrag import adapter
+from mechrag.attribution.estimators import Estimator, resolve_estimator
+from mechrag.attribution.games import value_game
+from mechrag.divergences import DIVERGENCES, jsd
+from mechrag.engine import Engine, Reference
+from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
+from mechrag.prompts import DEFAULT_TEMPLATE, PromptBuilder
+from mechrag.results import Attribution
+from mechrag.sources import Source, as_sources
+
+Masks = Bool[np.ndarray, "n_masks n_sources"]
+
+
+@dataclass
+class _ScoredSubset:
+    logprobs: Float[np.ndarray, " n_response"]
+    divergences: dict[str, Float[np.ndarray, " n_response"]]
+
+
+@dataclass
+class _SubsetStore:
+    """Everything scored under one set of active hooks."""
+
+    reference: Reference
+    subsets: dict[bytes, _ScoredSubset] = field(default_factory=dict)
+
+
+class Case:
+    """One query, its sources and one response, shared by every method.
+
+    ``sources``: a context string (paragraphs at blank lines, then sentences), a list of strings
+    or of :class:`mechrag.Source`. ``response``: text (tokenised as the continuation of the
+    prompt) or token ids to teacher-force; generated greedily from the full prompt when ``None``
+    (at most ``max_new_tokens``). ``template``/``system_prompt`` shape the prompt (see
+    :class:`mechrag.PromptBuilder`); ``engine`` lets several cases share one configured engine.
+    ``example`` keeps the data set record (gold ids, answer) the case came from.
+    """
+
+    def __init__(
+        self,
+        model,
+        query: str,
+        sources: str | Iterable[str] | Iterable[Source],
+        response: str | Sequence[int] | None = None,
+        *,
+        max_new_tokens: int = 64,
+        template: str = DEFAULT_TEMPLATE,
+        system_prompt: str | None = None,
+        engine: Engine | None = None,
+        example=None,
+    ) -> None:
+        self.model = model
+        self.builder = PromptBuilder(
+            model.tokenizer, query, as_sources(sources), template, system_prompt
+        )
+        self.engine = engine or Engine(model)
+        if self.engine.model is not model:
+            raise ValueError("engine was built for a different model")
+        # Fail early on over-long prompts, before any generation.
+        self.engine.sequences(self.builder, [0], self.builder.full_mask()[None])
+        self.response_ids = self._resolve_response(response, max_new_tokens)
+        self.engine.sequences(self.builder, self.response_ids, self.builder.full_mask()[None])
+        self.example = example
+        self._stores: dict[tuple[int, ...], _SubsetStore] = {}
+
+    @classmethod
+    def from_example(
+        cls,
+        model,
+        example,
+        response: str | Sequence[int] | None = None,
+        *,
+        max_new_tokens: int = 64,
+        template: str = DEFAULT_TEMPLATE,
+        system_prompt: str | None = None,
+        engine: Engine | None = None,
+    ) -> Case:
+        """A case for a :class:`mechrag.data.RAGExample` or a :class:`mechrag.scenarios.Scenario`.
+
+        A scenario brings its fixed response; an example's response is generated unless given.
+        """
+        if response is None:
+            response = getattr(example, "response", None)
+        return cls(
+            model,
+            example.query,
+            example.sources,
+            response,
+            max_new_tokens=max_new_tokens,
+            template=template,
+            system_prompt=system_prompt,
+            engine=engine,
+            example=example,
+        )
+
+    def _resolve_response(self, response, max_new_tokens: int) -> list[int]:
+        if response is None:
+            if max_new_tokens < 1:
+                raise ValueError("max_new_tokens must be at least 1")
+            ids = adapter.greedy_generate(self.model, self.builder.ids(), max_new_tokens)
+            if not ids:
+                raise ValueError("the model generated an empty response: pass response=...")
+            return ids
+        if isinstance(response, str):
+            return self.builder.response_ids(response)
+        ids = [int(t) for t in response]
+        if not ids:
+            raise ValueError("response is empty: nothing to attribute")
+        vocab = adapter.vocab_size(self.model)
+        if not all(0 <= t < vocab for t in ids):
+            raise ValueError(f"response token ids must lie in [0, {vocab}) for this model")
+        return ids
+
+    # -- what the case holds -------------------------------------------------------------------
+
+    @property
+    def query(self) -> str:
+        return self.builder.query
+
+    @property
+    def sources(self) -> list[Source]:
+        return self.builder.sources
+
+    @property
+    def n_sources(self) -> int:
+        return self.builder.n_sources
+
+    @property
+    def response_text(self) -> str:
+        return self.model.tokenizer.decode(self.response_ids)
+
+    @property
+    def response_tokens(self) -> list[str]:
+        decode = self.model.tokenizer.decode
+        return [decode([token]) for token in self.response_ids]
+
+    def source_index(self, source: str | int) -> int:
+        """Position of a source given by id (or by position, checked)."""
+        ids = [s.id for s in self.sources]
+        if isinstance(source, (int, np.integer)) and 0 <= source < len(ids):
+            return int(source)
+        if source in ids:
+            return ids.index(source)
+        raise ValueError(f"unknown source {source!r}: choose from {ids}")
+
+    def full_mask(self) -> Bool[np.ndarray, " n_sources"]:
+        return np.ones(self.n_sources, dtype=bool)
+
+    def empty_mask(self) -> Bool[np.ndarray, " n_sources"]:
+        """No sources: the query alone (the context renders empty)."""
+        return np.zeros(self.n_sources, dtype=bool)
+
+    def leave_one_out_masks(self) -> Masks:
+        """Row ``i`` keeps every source except ``i``."""
+        return ~np.eye(self.n_sources, dtype=bool)
+
+    def __repr__(self) -> str:
+        return (
+            f"Case(query={self.query!r}, n_sources={self.n_sources}, "
+            f"response={self.response_text!r}, subsets_scored={self.subsets_scored})"
+        )
+
+    # -- the subset cache ----------------------------------------------------------------------
+
+    def _store(self) -> _SubsetStore:
+        """The cache for the hooks active now (created with its full-context pass)."""
+        signature = adapter.active_hooks(self.model)
+        if signature not in self._stores:
+            # Keep the first (usually hook-free) cache and the newest intervention's only.
+            for stale in list(self._stores)[1:]:
+                del self._stores[stale]
+            reference = self.engine.reference(self.builder, self.response_ids)
+            self._stores[signature] = _SubsetStore(reference)
+        return self._stores[signature]
+
+    @property
+    def subsets_scored(self) -> int:
+        """Distinct subsets scored so far under the hooks active now."""
+        signature = adapter.active_hooks(self.model)
+        return len(self._stores[signature].subsets) if signature in self._stores else 0
+
+    def _scored(self, masks) -> list[_ScoredSubset]:
+        masks = np.asarray(masks, dtype=bool)
+        if masks.ndim != 2 or masks.shape[1] != self.n_sources:
+            raise ValueError(f"masks must be [m, {self.n_sources}], got {masks.shape}")
+        store = self._store()
+        keys = [row.tobytes() for row in masks]
+        missing = list(dict.fromkeys(k for k in keys if k not in store.subsets))
+        if missing:
+            rows = torch.as_tensor(np.stack([np.frombuffer(k, dtype=bool) for k in missing]))
+            scores = self.engine.score(self.builder, self.response_ids, rows, store.reference)
+            for row, key in enumerate(missing):
+                store.subsets[key] = _ScoredSubset(
+                    scores.token_logprobs[row].double().numpy(),
+                    {n: d[row].double().numpy() for n, d in scores.divergences.items()},
+                )
+        return [store.subsets[k] for k in keys]
+
+    def token_logprobs(self, masks: Masks) -> Float[np.ndarray, "n_masks n_response"]:
+        """``log P(r_t | query, sources kept by mask, r_<t)`` per mask and response token."""
+        return np.stack([s.logprobs for s in self._scored(masks)])
+
+    def token_divergences(
+        self, masks: Masks, divergence: str = "jsd"
+    ) -> Float[np.ndarray, "n_masks n_response"]:
+        """``D(P_full,t || P_mask,t)`` per mask and response token (``jsd``, ``kl`` or ``tv``)."""
+        if divergence not in DIVERGENCES:
+            raise ValueError(f"unknown divergence {divergence!r}: choose from {list(DIVERGENCES)}")
+        return np.stack([s.divergences[divergence] for s in self._scored(masks)])
+
+    def reference_logprobs(self) -> Float[Tensor, "n_response vocab"]:
+        """Full-context next-token log-probabilities at every response position (float32)."""
+        return self._store().reference.logprobs
+
+    def game(self, value: str = "logprob"):
+        """The value function ``masks -> [m]`` (``[m, T]`` for ``token_prob``) on this case."""
+        return value_game(self.token_logprobs, value)
+
+    # -- methods -------------------------------------------------------------------------------
+
+    def _attribution(self, method: str, scores, token_scores, model_calls: int, start, **extra):
+        passes, seconds = start
+        return Attribution(
+            method=method,
+            query=self.query,
+            sources=self.sources,
+            scores=scores,
+            response=self.response_text,
+            response_ids=list(self.response_ids),
+            response_tokens=self.response_tokens,
+            token_scores=token_scores,
+            model_calls=model_calls,
+            metadata={
+                "forward_passes": self.engine.forward_passes - passes,
+                "seconds": time.perf_counter() - seconds,
+                **extra,
+            },
+        )
+
+    def _start(self) -> tuple[int, float]:
+        return self.engine.forward_passes, time.perf_counter()
+
+    def arc_jsd(self, divergence: str = "jsd") -> Attribution:
+        """ARC-JSD: each source's summed per-token divergence when it alone is removed.
+
+        ``divergence``: ``jsd`` (the method), or ``kl``/``tv`` for comparisons.
+        """
+        start = self._start()
+        per_token = self.token_divergences(self.leave_one_out_masks(), divergence)
+        method = "arc_jsd" if divergence == "jsd" else f"arc_{divergence}"
+        return self._attribution(
+            method, per_token.sum(-1), per_token, self.n_sources + 1, start, divergence=divergence
+        )
+
+    def attribute(
+        self,
+        method: str | Estimator = "arc_jsd",
+        *,
+        budget: int | None = None,
+        seed: int = 0,
+        value: str | None = None,
+    ) -> Attribution:
+        """Attribute the response with ``method``: ``arc_jsd`` or a Shapley-family estimator.
+
+        ``method``: a name (``exact``, ``loo``, ``kernel_shap``, ``pmc_shap``, ``tmc``, ``beta``,
+        ``contextcite``) for its defaults, or a configured estimator such as
+        ``mechrag.KernelSHAP(paired=True)``. ``budget``: distinct subsets it may score;
+        ``value``: the game (``logprob``, ``token_prob`` for per-token scores, ``logit_prob``).
+        ``model_calls`` counts the distinct subsets the method used (its cost alone);
+        ``metadata['forward_passes']`` the passes this call actually ran.
+        """
+        if method == "arc_jsd":
+            if budget is not None or value is not None:
+                raise ValueError("arc_jsd scores the n + 1 leave-one-out subsets: no budget/value")
+            return self.arc_jsd()
+        estimator = resolve_estimator(method)
+        value = value or estimator.default_value
+        game, asked = self.game(value), set()
+
+        def recorded(masks: Masks) -> np.ndarray:
+            asked.update(row.tobytes() for row in np.asarray(masks, dtype=bool))
+            return game(masks)
+
+        start = self._start()
+        phi = estimator(recorded, self.n_sources, budget, seed)
+        return self._attribution(
+            estimator.name,
+            phi.sum(-1) if phi.ndim == 2 else phi,
+            phi if phi.ndim == 2 else None,
+            len(asked),
+            start,
+            value=value,
+            budget=budget,
+            seed=seed,
+            options=estimator.options(),
+        )
+
+    def _top_source(self, source: str | int | None) -> int:
+        return int(self.arc_jsd().ranking[0]) if source is None else self.source_index(source)
+
+    def localize(
+        self,
+        source: str | int | None = None,
+        *,
+        gains: bool = True,
+        logit_budget: int = DEFAULT_LOGIT_BUDGET,
+    ):
+        """Per-head, per-MLP and per-layer logit-lens JSD when ``source`` is removed.
+
+        ``source``: id of the source to remove; ``None`` picks the top ARC-JSD source (from the
+        cache when ARC-JSD already ran). ``gains`` also computes semantic gains;
+        ``logit_budget`` bounds the vocabulary-sized float32 elements held at once.
+        """
+        from mechrag.mechanism.localize import localize_source
+
+        attribution = self.arc_jsd() if source is None else None
+        index = int(attribution.ranking[0]) if source is None else self.source_index(source)
+        return localize_source(
+            self, index, gains=gains, logit_budget=logit_budget, attribution=attribution
+        )
+
+    def capture(self, masks: Masks, sites: Sequence[str]) -> dict[str, Tensor]:
+        """Activations ``[n_layers, n_masks, T, ...]`` at the response positions of each mask.
+
+        ``sites``: keys of :data:`mechrag.adapter.SITES` (``z``, ``resid_pre``, ``resid_mid``,
+        ``resid_post``, ``mlp_out``). Runs through the engine (prefix reuse, token budget).
+        """
+        layers = range(adapter.n_layers(self.model))
+        hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
+        reference = self._store().reference
+        return self.engine.capture(
+            self.builder, self.response_ids, torch.as_tensor(np.asarray(masks)), reference, hooks
+        )
+
+    def ablation_effect(
+        self,
+        source: str | int | None = None,
+        *,
+        heads: Iterable[tuple[int, int]] = (),
+        mlps: Iterable[int] = (),
+        mode: str = "zero",
+        scale: float = 0.0,
+        means=None,
+    ) -> dict[str, float]:
+        """How ablating ``heads``/``mlps`` changes the model on this case (response fixed).
+
+        With ``P``/``P~`` the clean/ablated full-context distributions and ``Q``/``Q~`` those
+        without ``source`` (default: the top ARC-JSD source):
+
+        * ``output_jsd = sum_t JSD(P_t || P~_t)``;
+        * ``delta_loglik = sum_t log P~_t(r_t) - log P_t(r_t)``;
+        * ``delta_source_jsd = sum_t JSD(P~_t || Q~_t) - sum_t JSD(P_t || Q_t)``.
+
+        Clean scores come from the case's cache; see :func:`mechrag.ablate` for the modes.
+        """
+        from mechrag.mechanism.ablation import ablate
+
+        index = self._top_source(source)
+        masks = np.stack([self.full_mask(), self.leave_one_out_masks()[index]])
+
+        def measure() -> tuple[Tensor, np.ndarray, np.ndarray]:
+            return (
+                self.reference_logprobs(),
+                self.token_logprobs(masks[:1])[0],
+                self.token_divergences(masks[1:])[0],
+            )
+
+        clean = measure()
+        with ablate(self.model, heads, mlps, mode=mode, scale=scale, means=means):
+            ablated = measure()
+        return {
+            "output_jsd": float(jsd(clean[0], ablated[0]).sum()),
+            "delta_loglik": float(ablated[1].sum() - clean[1].sum()),
+            "delta_source_jsd": float(ablated[2].sum() - clean[2].sum()),
+        }
