@@ -1,12 +1,13 @@
 """Retriever-generator alignment over N questions (RAG-E): WARG against Spearman and Pearson.
 
-Retrieval runs over a corpus of every paragraph of the shipped samples (``--corpus``; the index
-is built once and kept in ``OUT/retriever``). For each question and prompt condition (c1: the top
-``k`` in rank order; c2: top ``k`` then random documents; c3: random first; c4: c2 shuffled) the
-embedded SmolLM2 answers, PMC-SHAP (``token_prob``) attributes its response to the prompt
-documents, and we record WARG (tau = 1.5), Spearman and Pearson between the retriever's
-similarities and the generator's document scores, the Wasted Retrieval / Noise Distraction flags
-at k = 1, 3, 5 (ranks from 1) and whether the response contains the reference answer.
+Retrieval runs over a corpus of every paragraph of the shipped samples (``--corpus``, first
+``--corpus-n`` examples of each; the index is built once and kept in ``OUT/retriever``). For
+each question and prompt condition (c1: the top ``k`` in rank order; c2: top ``k`` then random
+documents; c3: random first; c4: c2 shuffled) the embedded SmolLM2 answers, PMC-SHAP
+(``token_prob``) attributes its response to the prompt documents, and we record WARG
+(tau = 1.5), Spearman and Pearson between the retriever's similarities and the generator's
+document scores, the Wasted Retrieval / Noise Distraction flags at k = 1, 3, 5 (ranks from 1)
+and whether the response contains the reference answer.
 
 The IG phase compares the integrated-gradient baselines ([UNK], [PAD], [MASK], zero) by AIPC on
 the retriever: query tokens (target: summed similarity to the top ``k``) for every question, the
@@ -59,13 +60,13 @@ def answer_in_response(answer: str, response: str) -> bool:
     return bool(normalise_answer(answer)) and normalise_answer(answer) in normalise_answer(response)
 
 
-def load_retriever(out: Path, datasets: list[str]) -> Retriever:
+def load_retriever(out: Path, datasets: list[str], n: int | None) -> Retriever:
     folder = out / "retriever"
     encoder = load_encoder()
     if (folder / "index.faiss").is_file():
         return Retriever.load(folder, encoder)
     start = time.perf_counter()
-    retriever = Retriever.build(build_corpus(datasets), encoder)
+    retriever = Retriever.build(build_corpus(datasets, n), encoder)
     retriever.save(folder)
     print(f"indexed {len(retriever.corpus)} documents in {time.perf_counter() - start:.0f} s")
     return retriever
@@ -246,6 +247,9 @@ def main() -> None:
         default=["hotpotqa"],
         help="shipped samples whose paragraphs form the corpus",
     )
+    parser.add_argument(
+        "--corpus-n", type=int, default=None, help="examples per sample in the corpus (all)"
+    )
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--phase", choices=("alignment", "ig", "both"), default="both")
     parser.add_argument("--ig-questions", type=int, default=50)
@@ -260,7 +264,7 @@ def main() -> None:
     out = Path(args.out)
     records_path = out / "records.jsonl"
     if not args.summary_only:
-        retriever = load_retriever(out, args.corpus)
+        retriever = load_retriever(out, args.corpus, args.corpus_n)
         examples = load_hotpotqa(n=args.n, unit="document")
         done = {r["key"] for r in read_jsonl(records_path)}
         if args.phase in ("ig", "both"):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from mechrag.case import Case
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import (
     WARG_TAU,
@@ -37,40 +38,15 @@ from mechrag.retrieval.retriever import Hit, Retriever
 FLAG_KS = (1, 3, 5)
 
 
-class GeneratorSide:
-    """The generator's view of one prompt: PMC-SHAP document attribution and subset values.
+def generator_attribution(case, budget: int | None = None, seed: int = 0) -> Attribution:
+    """PMC-SHAP over the case's documents with the per-token probability game (RAG-E)."""
+    return case.attribute(method="pmc_shap", value="token_prob", budget=budget, seed=seed)
 
-    Wraps the case (one response, one cache of scored subsets) so the switch to
-    :class:`mechrag.Case` stays inside this class.
-    """
 
-    def __init__(
-        self, model, query, sources, response=None, *, max_new_tokens=32, system_prompt=None
-    ) -> None:
-        from mechrag.attribution.context import AttributionTask
-        from mechrag.attribution.games import SubsetScorer
-
-        self.task = AttributionTask.prepare(
-            model,
-            query,
-            sources,
-            response,
-            max_new_tokens=max_new_tokens,
-            system_prompt=system_prompt,
-        )
-        self.scorer = SubsetScorer(self.task)
-
-    def attribute(self, budget: int | None = None, seed: int = 0) -> Attribution:
-        """PMC-SHAP with the per-token probability game (RAG-E)."""
-        from mechrag.attribution.api import attribute_task
-
-        return attribute_task(
-            self.task, "pmc_shap", budget, seed, value="token_prob", scorer=self.scorer
-        )
-
-    def value(self, masks) -> np.ndarray:
-        """``Σ_t P(r_t | subset)``: the scalar game whose Shapley values are the row sums."""
-        return np.exp(self.scorer.token_logprobs(masks)).sum(-1)
+def generator_value(case):
+    """``masks -> Σ_t P(r_t | subset)``: the scalar game whose Shapley values are the row sums
+    of the ``token_prob`` matrix (served from the case's subset cache)."""
+    return lambda masks: np.exp(case.token_logprobs(masks)).sum(-1)
 
 
 @dataclass
@@ -249,7 +225,7 @@ def explain(
     top = [hit.document for hit in hits]
     chosen = prompt_condition(condition, top, retriever.corpus, n_random, seed)
     sources = [d.to_source(paragraph=i) for i, d in enumerate(chosen.documents)]
-    generator_side = GeneratorSide(
+    case = Case(
         model,
         query,
         sources,
@@ -257,7 +233,7 @@ def explain(
         max_new_tokens=max_new_tokens,
         system_prompt=chosen.instruction,
     )
-    generator = generator_side.attribute(budget, seed)
+    generator = generator_attribution(case, budget, seed)
     ig = RetrieverIntegratedGradients.from_retriever(retriever, baseline=baseline, n_steps=n_steps)
     query_saliency = document_saliency = None
     if explain_query:
@@ -276,7 +252,7 @@ def explain(
         query_saliency=query_saliency,
         document_saliency=document_saliency,
         tau=tau,
-        generator_aipc=aipc(generator_side.value, generator.scores) if generator_aipc else None,
+        generator_aipc=aipc(generator_value(case), generator.scores) if generator_aipc else None,
         metadata={
             "k": k,
             "seed": seed,
