@@ -9,6 +9,8 @@ from matplotlib import colors
 from mechrag.plots.sources import figure_and_axes
 
 CHARACTERS_PER_LINE = 90
+# Axis width in characters: 9 pt monospace on a 10-inch figure with a colour bar.
+AXIS_CHARACTERS = 112
 
 
 def plot_token_saliency(attribution, ax=None, cmap="RdBu_r", title: str | None = None):
@@ -31,7 +33,7 @@ def plot_token_saliency(attribution, ax=None, cmap="RdBu_r", title: str | None =
         used += len(word) + 1
     lines.append(line)
     fig, ax = figure_and_axes(ax, (10, 0.32 * len(lines) + 1.0))
-    ax.set_xlim(0, CHARACTERS_PER_LINE)
+    ax.set_xlim(0, AXIS_CHARACTERS)
     ax.set_ylim(len(lines), -0.6)
     ax.axis("off")
     for row, members in enumerate(lines):
@@ -81,7 +83,7 @@ def plot_rank_agreement(retriever_scores, generator_scores, labels=None, ax=None
     ax.set_xticks(range(1, n + 1))
     ax.set_yticks(range(1, n + 1))
     ax.invert_yaxis()
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="best")
     if title:
         ax.set_title(title, fontsize=9)
     return fig
