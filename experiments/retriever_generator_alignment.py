@@ -239,6 +239,9 @@ def summarise(records: list[dict], seed: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=50, help="HotpotQA questions")
+    parser.add_argument(
+        "--offset", type=int, default=0, help="skip the first questions (run shards in parallel)"
+    )
     parser.add_argument("--k", type=int, default=3, help="documents retrieved")
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
     parser.add_argument(
@@ -265,7 +268,7 @@ def main() -> None:
     records_path = out / "records.jsonl"
     if not args.summary_only:
         retriever = load_retriever(out, args.corpus, args.corpus_n)
-        examples = load_hotpotqa(n=args.n, unit="document")
+        examples = load_hotpotqa(n=args.n, unit="document")[args.offset :]
         done = {r["key"] for r in read_jsonl(records_path)}
         if args.phase in ("ig", "both"):
             run_ig(args, retriever, examples, records_path, done)
