@@ -27,6 +27,7 @@ from mechrag.metrics.alignment import (
     aipc,
     alignment_flags,
     generator_high_set,
+    ranks,
     warg,
 )
 from mechrag.results import Attribution
@@ -99,8 +100,7 @@ class PipelineExplanation:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per prompt document: position, ranks (1 = top) and scores on both sides."""
-        retriever_rank = _ranks(self.retriever_scores)
-        generator_rank = _ranks(self.generator.scores)
+        retriever_rank, generator_rank = ranks(self.retriever_scores), ranks(self.generator.scores)
         high = generator_high_set(self.generator.scores, self.tau)
         completeness = self.completeness
         return pd.DataFrame(
@@ -180,12 +180,6 @@ class PipelineExplanation:
             ax=ax,
             title=f"WARG = {self.warg:.2f} ({self.condition.name})",
         )
-
-
-def _ranks(scores) -> np.ndarray:
-    ranks = np.empty(len(scores), dtype=int)
-    ranks[np.argsort(-np.asarray(scores, float), kind="stable")] = np.arange(1, len(scores) + 1)
-    return ranks
 
 
 def _json_default(value):

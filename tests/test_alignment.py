@@ -12,6 +12,7 @@ from mechrag.metrics.alignment import (
     generator_high_set,
     noise_distraction,
     perturbation_curves,
+    ranks,
     removal_masks,
     warg,
     wasted_retrieval,
@@ -107,3 +108,7 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_mean():
     mean, low, high = bootstrap_ci(values, seed=7)
     assert low < mean < high and mean == pytest.approx(values.mean())
     assert bootstrap_ci(values, seed=7) == (mean, low, high)
+
+
+def test_ranks_count_from_one_and_keep_ties_in_order():
+    assert ranks(np.array([0.2, 0.9, 0.2, 0.5])).tolist() == [3, 1, 4, 2]

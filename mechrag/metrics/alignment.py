@@ -31,6 +31,14 @@ def _pair(retriever, generator) -> tuple[np.ndarray, np.ndarray]:
     return retriever, generator
 
 
+def ranks(scores: Scores) -> np.ndarray:
+    """Rank of each document, 1 = highest score (ties keep document order)."""
+    order = top_k(scores, len(scores))
+    result = np.empty(len(order), dtype=int)
+    result[order] = np.arange(1, len(order) + 1)
+    return result
+
+
 def generator_high_set(generator: Scores, tau: float = WARG_TAU) -> Bool[np.ndarray, " n"]:
     """Documents the generator relies on: normalised attribution above ``tau / |D|``.
 

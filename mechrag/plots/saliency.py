@@ -6,6 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import colors
 
+from mechrag.metrics.alignment import ranks
 from mechrag.plots.sources import figure_and_axes
 
 CHARACTERS_PER_LINE = 90
@@ -56,16 +57,9 @@ def plot_token_saliency(attribution, ax=None, cmap="RdBu_r", title: str | None =
     return fig
 
 
-def _ranks(scores) -> np.ndarray:
-    """Rank of each entry, 1 = highest score (ties by position)."""
-    ranks = np.empty(len(scores), dtype=int)
-    ranks[np.argsort(-np.asarray(scores, float), kind="stable")] = np.arange(1, len(scores) + 1)
-    return ranks
-
-
 def plot_rank_agreement(retriever_scores, generator_scores, labels=None, ax=None, title=None):
     """Retriever rank (x) against generator rank (y), one point per document; 1 = top."""
-    retriever_ranks, generator_ranks = _ranks(retriever_scores), _ranks(generator_scores)
+    retriever_ranks, generator_ranks = ranks(retriever_scores), ranks(generator_scores)
     n = len(retriever_ranks)
     fig, ax = figure_and_axes(ax, (4.5, 4.5))
     ax.plot([1, n], [1, n], color="0.7", linestyle="--", linewidth=1, label="perfect agreement")
