@@ -241,3 +241,22 @@ def test_embedded_encoder_pooling_and_paraphrases():
     torch.testing.assert_close(embeddings, manual)
     similarity = embeddings @ embeddings.T
     assert similarity[0, 1] > 0.6 > 0.2 > similarity[0, 2]
+
+
+def test_separate_query_and_document_encoders(tiny_encoder, tmp_path):
+    """DRAGON-style: a folder without sentence-transformers config, CLS pooling, dot product."""
+    folder = tmp_path / "context_encoder"
+    tiny_encoder.model.save_pretrained(folder)
+    tiny_encoder.tokenizer.save_pretrained(folder)
+    with pytest.raises(ValueError, match="pooling"):
+        DenseEncoder.from_pretrained(folder)
+    documents = DenseEncoder.from_pretrained(folder, pooling="cls", normalize=False)
+    corpus = Corpus.from_texts(["the cat sat", "the dog ran far", "red mat"])
+    retriever = Retriever.build(corpus, tiny_encoder, documents)
+    query = tiny_encoder.encode(["red cat"])[0]
+    expected = documents.encode([d.text for d in corpus]) @ query
+    np.testing.assert_allclose(retriever.scores("red cat", list(corpus)), expected, rtol=1e-5)
+    ig = RetrieverIntegratedGradients.from_retriever(retriever, n_steps=32)
+    explanation = ig.explain_document("the dog ran far", query)
+    assert explanation.target == pytest.approx(float(expected[1]), rel=1e-5)
+    assert abs(explanation.completeness - 1) < 0.01
