@@ -179,7 +179,7 @@ def summarise(records: list[dict], seed: int) -> str:
             for name in ("warg", "spearman", "pearson"):
                 row[f"{name} (mean [95% CI])"] = mean_ci(group[name], seed)
             row["correct"] = f"{group['correct'].mean():.2f}"
-            row["s/question"] = f"{group['seconds'].mean():.0f}"
+            row["s per question"] = f"{group['seconds'].mean():.0f}"
             rows.append(row)
         parts.append("### WARG, Spearman, Pearson per condition\n\n" + markdown(pd.DataFrame(rows)))
         flags = alignment.groupby("condition")[[f for f in FLAGS if f in alignment]].mean()
@@ -196,7 +196,7 @@ def summarise(records: list[dict], seed: int) -> str:
             table = pd.crosstab(high, group["correct"]).reindex(
                 index=[False, True], columns=[False, True], fill_value=0
             )
-            degenerate = (table.sum(0) == 0).any() or (table.sum(1) == 0).any()
+            degenerate = (table.sum(axis=0) == 0).any() or (table.sum(axis=1) == 0).any()
             chi2, p = (np.nan, np.nan) if degenerate else stats.chi2_contingency(table)[:2]
             tables.append(
                 {
