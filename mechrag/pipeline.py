@@ -1,0 +1,258 @@
+"""Retrieval to generation, explained on both sides (RAG-E).
+
+``explain(query, retriever, model, k)`` retrieves the top ``k`` documents, builds the prompt of
+a condition (``c1``: the top ``k`` in rank order, see :mod:`mechrag.retrieval.conditions`),
+generates the response, and explains
+
+- the retriever: integrated gradients of the similarity on the query's tokens (target: the summed
+  similarity to the ``k`` retrieved documents) and on each prompt document's tokens;
+- the generator: PMC-SHAP over the prompt documents with the ``token_prob`` game, a
+  ``[document, response token]`` matrix whose row sums are the document scores;
+
+then aligns them: WARG (tau = 1.5), Wasted Retrieval@k and Noise Distraction@k.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from mechrag.case import Case
+from mechrag.metrics.agreement import pearson, spearman
+from mechrag.metrics.alignment import (
+    WARG_TAU,
+    aipc,
+    alignment_flags,
+    generator_high_set,
+    ranks,
+    warg,
+)
+from mechrag.results import Attribution
+from mechrag.retrieval.conditions import PromptCondition, prompt_condition
+from mechrag.retrieval.corpus import Document
+from mechrag.retrieval.integrated_gradients import RetrieverIntegratedGradients, TokenAttribution
+from mechrag.retrieval.retriever import Hit, Retriever
+
+FLAG_KS = (1, 3, 5)
+
+
+def generator_attribution(case, budget: int | None = None, seed: int = 0) -> Attribution:
+    """PMC-SHAP over the case's documents with the per-token probability game (RAG-E)."""
+    return case.attribute(method="pmc_shap", value="token_prob", budget=budget, seed=seed)
+
+
+def generator_value(case):
+    """``masks -> Σ_t P(r_t | subset)``: the scalar game whose Shapley values are the row sums
+    of the ``token_prob`` matrix (served from the case's subset cache)."""
+    return lambda masks: np.exp(case.token_logprobs(masks)).sum(-1)
+
+
+@dataclass
+class PipelineExplanation:
+    """Both sides of one RAG answer and their alignment.
+
+    ``documents`` are the prompt's documents in prompt order; ``retriever_scores`` and
+    ``generator.scores`` hold one score per prompt document. ``hits`` are the retriever's top
+    ``k`` (rank 1 = best).
+    """
+
+    query: str
+    condition: PromptCondition
+    hits: list[Hit]
+    retriever_scores: np.ndarray
+    generator: Attribution
+    query_saliency: TokenAttribution | None
+    document_saliency: list[TokenAttribution] | None
+    tau: float = WARG_TAU
+    generator_aipc: float | None = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def documents(self) -> list[Document]:
+        return self.condition.documents
+
+    @property
+    def response(self) -> str:
+        return self.generator.response
+
+    @property
+    def warg(self) -> float:
+        return warg(self.retriever_scores, self.generator.scores, self.tau)
+
+    @property
+    def flags(self) -> dict[str, bool]:
+        """``wr@k`` and ``nd@k`` for k = 1, 3, 5 (k counts ranks from 1)."""
+        ks = tuple(k for k in FLAG_KS if k <= len(self.documents))
+        return alignment_flags(self.retriever_scores, self.generator.scores, ks)
+
+    @property
+    def completeness(self) -> dict[str, float]:
+        """IG completeness ratio per explanation (``query`` and each document id)."""
+        ratios = {}
+        if self.query_saliency is not None:
+            ratios["query"] = self.query_saliency.completeness
+        for document, saliency in zip(self.documents, self.document_saliency or []):
+            ratios[document.id] = saliency.completeness
+        return ratios
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per prompt document: position, ranks (1 = top) and scores on both sides."""
+        retriever_rank, generator_rank = ranks(self.retriever_scores), ranks(self.generator.scores)
+        high = generator_high_set(self.generator.scores, self.tau)
+        completeness = self.completeness
+        return pd.DataFrame(
+            {
+                "position": np.arange(1, len(self.documents) + 1),
+                "document_id": [d.id for d in self.documents],
+                "title": [d.title for d in self.documents],
+                "retrieved": self.condition.retrieved,
+                "retriever_rank": retriever_rank,
+                "retriever_score": self.retriever_scores,
+                "generator_rank": generator_rank,
+                "generator_score": self.generator.scores,
+                "generator_relies": high,
+                "ig_completeness": [completeness.get(d.id, np.nan) for d in self.documents],
+            }
+        )
+
+    def summary(self) -> dict:
+        """Scalar results: WARG, flags, correlations, completeness."""
+        return {
+            "query": self.query,
+            "response": self.response,
+            "condition": self.condition.name,
+            "warg": self.warg,
+            "tau": self.tau,
+            **self.flags,
+            "spearman": spearman(self.retriever_scores, self.generator.scores)
+            if len(self.documents) > 1
+            else 0.0,
+            "pearson": pearson(self.retriever_scores, self.generator.scores)
+            if len(self.documents) > 1
+            else 0.0,
+            "generator_aipc": self.generator_aipc,
+            "completeness": self.completeness,
+        }
+
+    def to_dict(self) -> dict:
+        return {
+            **self.summary(),
+            "documents": self.to_frame().to_dict(orient="records"),
+            "texts": {d.id: d.text for d in self.documents},
+            "hits": [{"rank": h.rank, "score": h.score, "id": h.document.id} for h in self.hits],
+            "generator": self.generator.to_dict(),
+            "query_saliency": self.query_saliency.to_dict() if self.query_saliency else None,
+            "document_saliency": [s.to_dict() for s in self.document_saliency or []],
+            "metadata": self.metadata,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1, default=_json_default)
+
+    def plot_query_saliency(self, ax=None):
+        from mechrag.plots.saliency import plot_token_saliency
+
+        if self.query_saliency is None:
+            raise ValueError("explained without query saliency")
+        return plot_token_saliency(self.query_saliency, ax=ax)
+
+    def plot_document_saliency(self, index: int = 0, ax=None):
+        from mechrag.plots.saliency import plot_token_saliency
+
+        if not self.document_saliency:
+            raise ValueError("explained without document saliency")
+        return plot_token_saliency(self.document_saliency[index], ax=ax)
+
+    def plot_tokens(self, ax=None):
+        """Document x response-token heatmap of the generator's attribution."""
+        return self.generator.plot_tokens(k=None, ax=ax)
+
+    def plot_ranks(self, ax=None):
+        from mechrag.plots.saliency import plot_rank_agreement
+
+        return plot_rank_agreement(
+            self.retriever_scores,
+            self.generator.scores,
+            labels=[d.id for d in self.documents],
+            ax=ax,
+            title=f"WARG = {self.warg:.2f} ({self.condition.name})",
+        )
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+def explain(
+    query: str,
+    retriever: Retriever,
+    model,
+    k: int = 5,
+    *,
+    condition: str = "c1",
+    n_random: int | None = None,
+    seed: int = 0,
+    response: str | None = None,
+    max_new_tokens: int = 32,
+    budget: int | None = None,
+    baseline: str = "unk",
+    n_steps: int = 100,
+    explain_query: bool = True,
+    explain_documents: bool = True,
+    generator_aipc: bool = False,
+    tau: float = WARG_TAU,
+) -> PipelineExplanation:
+    """Retrieve, generate and explain both sides of one query (see the module docstring).
+
+    ``condition`` picks the prompt (``c1``-``c4``, seeded by ``seed``); ``budget`` bounds the
+    subsets PMC-SHAP scores; ``baseline`` and ``n_steps`` configure IG; ``generator_aipc``
+    also measures the generator attribution's AIPC over document removals (``2n`` subsets).
+    """
+    hits = retriever.search(query, k)
+    top = [hit.document for hit in hits]
+    chosen = prompt_condition(condition, top, retriever.corpus, n_random, seed)
+    sources = [d.to_source(paragraph=i) for i, d in enumerate(chosen.documents)]
+    case = Case(
+        model,
+        query,
+        sources,
+        response,
+        max_new_tokens=max_new_tokens,
+        system_prompt=chosen.instruction,
+    )
+    generator = generator_attribution(case, budget, seed)
+    ig = RetrieverIntegratedGradients.from_retriever(retriever, baseline=baseline, n_steps=n_steps)
+    query_saliency = document_saliency = None
+    if explain_query:
+        query_saliency = ig.explain_query(query, retriever.embed_documents(top))
+    if explain_documents:
+        query_embedding = retriever.embed_query(query)
+        document_saliency = [
+            ig.explain_document(d.embedding_text, query_embedding) for d in chosen.documents
+        ]
+    return PipelineExplanation(
+        query=query,
+        condition=chosen,
+        hits=hits,
+        retriever_scores=retriever.scores(query, chosen.documents).astype(float),
+        generator=generator,
+        query_saliency=query_saliency,
+        document_saliency=document_saliency,
+        tau=tau,
+        generator_aipc=aipc(generator_value(case), generator.scores) if generator_aipc else None,
+        metadata={
+            "k": k,
+            "seed": seed,
+            "budget": budget,
+            "baseline": baseline,
+            "n_steps": n_steps,
+            "model_calls": generator.model_calls,
+        },
+    )

@@ -1,0 +1,152 @@
+"""explain(): retrieval -> generation -> both attributions -> alignment, on tiny random models."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib
+import numpy as np
+import pytest
+
+from mechrag.metrics.alignment import warg
+from mechrag.pipeline import PipelineExplanation, explain
+from mechrag.retrieval.corpus import Corpus
+from mechrag.retrieval.retriever import Retriever
+
+matplotlib.use("Agg")
+
+TEXTS = [
+    "the cat sat on the mat",
+    "the dog ran far",
+    "red cats sat",
+    "the mat is red",
+    "dogs ran on the mat",
+    "far red dog",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_retriever(tmp_path_factory) -> Retriever:
+    from test_retrieval import _tiny_encoder
+
+    encoder = _tiny_encoder(tmp_path_factory.mktemp("bert"))
+    return Retriever.build(Corpus.from_texts(TEXTS), encoder)
+
+
+@pytest.fixture(scope="module")
+def explanation(tiny_retriever, tiny_llama) -> PipelineExplanation:
+    return explain(
+        "where did the cat sit", tiny_retriever, tiny_llama, k=3, n_steps=8, max_new_tokens=4
+    )
+
+
+def test_explanation_holds_both_sides(explanation, tiny_retriever):
+    hits = tiny_retriever.search("where did the cat sit", 3)
+    assert [d.id for d in explanation.documents] == [h.document.id for h in hits]
+    np.testing.assert_allclose(explanation.retriever_scores, [h.score for h in hits], rtol=1e-5)
+    n_tokens = len(explanation.generator.response_ids)
+    assert explanation.generator.token_scores.shape == (3, n_tokens)
+    np.testing.assert_allclose(
+        explanation.generator.scores, explanation.generator.token_scores.sum(1)
+    )
+    assert explanation.condition.ranked
+    assert len(explanation.document_saliency) == 3
+    assert set(explanation.completeness) == {"query", *[d.id for d in explanation.documents]}
+
+
+def test_alignment_and_frame(explanation):
+    expected = warg(explanation.retriever_scores, explanation.generator.scores)
+    assert explanation.warg == expected
+    assert set(explanation.flags) == {"wr@1", "nd@1", "wr@3", "nd@3"}  # k <= 3 documents
+    frame = explanation.to_frame()
+    assert frame["retriever_rank"].tolist() == [1, 2, 3]
+    assert sorted(frame["generator_rank"]) == [1, 2, 3]
+    data = json.loads(explanation.to_json())
+    assert data["warg"] == pytest.approx(expected)
+    assert data["completeness"]["query"] == pytest.approx(explanation.query_saliency.completeness)
+
+
+def test_plots(explanation):
+    for figure in (
+        explanation.plot_query_saliency(),
+        explanation.plot_document_saliency(0),
+        explanation.plot_tokens(),
+        explanation.plot_ranks(),
+    ):
+        assert figure.axes
+
+
+def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
+    result = explain(
+        "a red dog",
+        tiny_retriever,
+        tiny_llama,
+        k=2,
+        condition="c3",
+        seed=1,
+        explain_query=False,
+        explain_documents=False,
+        max_new_tokens=3,
+        generator_aipc=True,
+    )
+    assert result.condition.retrieved == [False, True, True]  # ceil(2 / 2) random first
+    assert not result.condition.ranked
+    assert len(result.retriever_scores) == 3
+    assert result.generator_aipc is not None and np.isfinite(result.generator_aipc)
+
+
+def _explain_parser():
+    import argparse
+
+    from mechrag.retrieval.cli import add_parser
+
+    parser = argparse.ArgumentParser(prog="mechrag")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_cli_parser_needs_exactly_one_corpus():
+    parser = _explain_parser()
+    args = parser.parse_args(["explain", "--query", "q", "--dataset", "hotpotqa", "--k", "3"])
+    assert (args.dataset, args.corpus, args.k, args.baseline) == ("hotpotqa", None, 3, "unk")
+    for argv in (
+        ["explain", "--query", "q"],
+        ["explain", "--query", "q", "--corpus", "f", "--dataset", "squad"],
+    ):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+
+
+@pytest.mark.integration
+def test_cli_explain_writes_json_and_plots(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(
+        "The Eiffel Tower is in Paris. It was completed in 1889.\n\n"
+        "Bananas are yellow and rich in potassium.\n\n"
+        "The Colosseum is an amphitheatre in Rome.\n"
+    )
+    out = tmp_path / "out"
+    args = _explain_parser().parse_args(
+        [
+            "explain",
+            "--query",
+            "When was the Eiffel Tower completed?",
+            "--corpus",
+            str(corpus),
+            "--k",
+            "2",
+            "--n-steps",
+            "50",
+            "--max-new-tokens",
+            "8",
+            "--out",
+            str(out),
+        ]
+    )
+    args.handler(args)
+    data = json.loads((out / "explanation.json").read_text())
+    assert data["hits"][0]["id"] == "d0"  # the Eiffel Tower document ranks first
+    assert -1 <= data["warg"] <= 1
+    assert all(abs(ratio - 1) < 0.05 for ratio in data["completeness"].values())
+    assert (out / "ranks.png").is_file() and (out / "query_saliency.png").is_file()
+    assert "WARG" in capsys.readouterr().out
