@@ -155,6 +155,11 @@ def cut_cache(cache, length: int, repeats: int):
     return past
 
 
+def drop_last_position(cache) -> None:
+    """Remove the last position from a key-value cache in place (undo one decoding step)."""
+    cache.crop(-1)  # negative: drop that many positions from the end
+
+
 def stop_token_ids(model) -> set[int]:
     """Token ids that end a response: end-of-sequence, padding and the generation config's."""
     tokenizer, config = model.tokenizer, hf_model(model).generation_config

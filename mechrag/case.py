@@ -334,6 +334,14 @@ class Case:
             options=estimator.options(),
         )
 
+    def echo(self, *, threshold: float = 0.1):
+        """Per-token context echo (full context vs query alone) and source echo (vs the top
+        ARC-JSD source removed), with response-level summaries; see :mod:`mechrag.mechanism.echo`.
+        """
+        from mechrag.mechanism.echo import echo
+
+        return echo(self, threshold=threshold)
+
     def _top_source(self, source: str | int | None) -> int:
         return int(self.arc_jsd().ranking[0]) if source is None else self.source_index(source)
 

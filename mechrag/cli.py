@@ -147,6 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
     localize.add_argument("--source", default=None, help="source id to remove (default: top one)")
     localize.set_defaults(handler=cmd_localize)
 
+    from mechrag.mechanism.gate_cli import add_parser as add_gate
+    from mechrag.sweep.cli import add_parser as add_sweep
+
+    add_gate(commands)
+    add_sweep(commands)
+    try:  # `explain` needs the retrieval extra (faiss, captum)
+        from mechrag.retrieval.cli import add_parser as add_explain
+    except ModuleNotFoundError as missing:
+        hint = f"unavailable ({missing}): pip install 'mechrag[retrieval]'"
+        commands.add_parser("explain", help=hint)
+    else:
+        add_explain(commands)
+
     demo = commands.add_parser("demo", help="ARC-JSD on a shipped HotpotQA example")
     _add_common(demo, 32, "folder for the table, JSON and bar chart")
     demo.set_defaults(handler=cmd_demo, out="outputs/demo")

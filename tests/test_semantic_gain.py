@@ -9,7 +9,7 @@ import torch
 from scipy import stats
 
 from mechrag import Case, localize
-from mechrag.mechanism.semantic_gain import case_semantic_gain, spearman
+from mechrag.mechanism.semantic_gain import case_semantic_gain
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 
@@ -100,17 +100,6 @@ def test_answer_target_matches_direct_computation(family, request):
         case_semantic_gain(task, target="answer")
     with pytest.raises(ValueError, match="target"):
         case_semantic_gain(task, target="gold")
-
-
-def test_spearman_matches_scipy():
-    rng = np.random.default_rng(0)
-    x, y = rng.normal(size=50), rng.normal(size=50)
-    y = x + 0.5 * y
-    expected = stats.spearmanr(x, y)
-    assert spearman(x, y) == pytest.approx((expected.statistic, expected.pvalue))
-    assert spearman(x, x)[0] == pytest.approx(1.0)
-    with pytest.raises(ValueError, match="equal-length"):
-        spearman(x, y[:10])
 
 
 def test_without_gains(tiny_llama):

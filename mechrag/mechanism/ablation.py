@@ -48,8 +48,11 @@ def parse_heads(specs: Iterable[str]) -> list[tuple[int, int]]:
 
 
 @torch.inference_mode()
-def component_means(model, engine, sequences: list[list[int]], batch_size: int = 4):
-    """Mean ``z`` per head and mean MLP output per layer over all tokens of ``sequences``."""
+def component_means(model, engine, sequences: list[list[int]]):
+    """Mean ``z`` per head and mean MLP output per layer over all tokens of ``sequences``.
+
+    Sequences are batched (longest first) under the engine's token budget.
+    """
     n_layers = model.cfg.n_layers
     sums: dict[str, list] = {"z": [0.0] * n_layers, "mlp_out": [0.0] * n_layers}
     count = 0
@@ -61,8 +64,8 @@ def component_means(model, engine, sequences: list[list[int]], batch_size: int =
 
         return hook
 
-    for start in range(0, len(sequences), batch_size):
-        ids, attention = engine.batch_inputs(sequences[start : start + batch_size])
+    for batch in _token_batches(sequences, engine.max_batch_tokens):
+        ids, attention = engine.batch_inputs(batch)
         hooks = [
             (f"blocks.{layer}.{name}", adder(key, layer, attention))
             for key, name in (("z", "attn.hook_z"), ("mlp_out", "hook_mlp_out"))
@@ -76,6 +79,17 @@ def component_means(model, engine, sequences: list[list[int]], batch_size: int =
     return ComponentMeans(
         z=torch.stack(sums["z"]) / count, mlp_out=torch.stack(sums["mlp_out"]) / count
     )
+
+
+def _token_batches(sequences: list[list[int]], max_tokens: int) -> list[list[list[int]]]:
+    """Longest first, each batch's padded size ``rows * longest`` within ``max_tokens``."""
+    batches: list[list[list[int]]] = []
+    for sequence in sorted(sequences, key=len, reverse=True):
+        if batches and (len(batches[-1]) + 1) * len(batches[-1][0]) <= max_tokens:
+            batches[-1].append(sequence)
+        else:
+            batches.append([sequence])
+    return batches
 
 
 @contextmanager

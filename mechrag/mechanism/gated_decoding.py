@@ -9,8 +9,8 @@ and that position's keys and values come from the gated model. The token is ``ar
 (possibly gated) context distribution. With no gate firing the result equals plain greedy
 decoding token for token (a test checks this against :func:`mechrag.adapter.greedy_generate`).
 
-:func:`prefill` and :func:`extend` run through :func:`mechrag.adapter.forward`; :func:`drop_last`
-is the one direct touch of the Hugging Face cache (a candidate for the adapter).
+:func:`prefill` and :func:`extend` run through :func:`mechrag.adapter.forward`; undoing a step
+cuts the cache through :func:`mechrag.adapter.drop_last_position`.
 """
 
 from __future__ import annotations
@@ -41,11 +41,6 @@ def extend(model, token: int, cache) -> NextLogprobs:
     tokens = torch.tensor([[int(token)]], device=adapter.device(model))
     logits = adapter.forward(model, tokens, n_logits=1, past=cache)
     return logits[0, -1].float().log_softmax(-1)
-
-
-def drop_last(cache) -> None:
-    """Remove the last position from ``cache`` (undo one :func:`extend`)."""
-    cache.crop(-1)  # negative: drop that many positions from the end
 
 
 @dataclass
@@ -93,7 +88,7 @@ def decode_with_gates(
         echo = float(jsd(full, alone))
         fired = echo < threshold and len(gates) > 0
         if fired:
-            drop_last(context_cache)
+            adapter.drop_last_position(context_cache)
             with gates.apply(model):
                 full = extend(model, context_token, context_cache)
         token = int(full.argmax())

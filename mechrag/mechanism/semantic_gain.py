@@ -27,14 +27,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from jaxtyping import Float
-from scipy import stats
 from torch import Tensor
 
 from mechrag import adapter
-from mechrag.mechanism.lens import ResponseActivations, head_writes
+from mechrag.mechanism.lens import ResponseActivations
 
 TARGETS = ("response", "answer")
 
@@ -88,7 +86,7 @@ def semantic_gain(
         mid = activations.resid_mid[layer, row]
         post = activations.resid_post[layer, row]
         base, middle = alignment(model, pre, u), alignment(model, mid, u)
-        writes = head_writes(activations.z[layer, row], adapter.output_weight(model, layer))
+        writes = adapter.head_writes(model, layer, activations.z[layer, row])
         with_head = alignment(model, (pre[:, None] + writes.to(pre.device)).transpose(0, 1), u)
         heads.append((with_head - base).mean(-1))
         attention.append((middle - base).mean())
@@ -112,14 +110,3 @@ def case_semantic_gain(case, *, target: str = "response", answer: str | None = N
     return semantic_gain(
         case.model, activations, case.response_ids, target=target, answer_ids=answer_ids
     )
-
-
-def spearman(scores, gains) -> tuple[float, float]:
-    """Spearman rank correlation (rho, two-sided p-value) of two flat score arrays."""
-    scores, gains = np.ravel(np.asarray(scores)), np.ravel(np.asarray(gains))
-    if scores.shape != gains.shape or scores.size < 3:
-        raise ValueError(
-            f"need two equal-length arrays of >= 3 values, got {scores.shape}, {gains.shape}"
-        )
-    result = stats.spearmanr(scores, gains)
-    return float(result.statistic), float(result.pvalue)
