@@ -93,7 +93,7 @@ def main() -> None:
     folder = converted_gguf_dir(embedded_gguf_path())
     hf_model = AutoModelForCausalLM.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    bridge = load_model(device="cpu")
+    bridge = load_model()
     agree = {"ours_vs_package": [], "ours_vs_arc_jsd": [], "package_vs_arc_jsd": []}
     for case in make_scenarios(args.cases, args.seed, args.documents):
         # Separate cases, so neither method reuses subsets the other scored (fair timings).

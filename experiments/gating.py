@@ -7,7 +7,7 @@ split and a disjoint test split. The prompt (``ABSTENTION_TEMPLATE``) lets the m
 
 Calibration: ``localize`` on every calibration example's greedy response (top ARC-JSD source
 removed, semantic gains toward the response), averaged with ``ComponentAttribution.average``;
-each rule of ``mechrag.mechanism.gating_rules`` is tried with every ``k`` of ``--k`` (static: gates
+each gating rule of ``mechrag.mechanism`` is tried with every ``k`` of ``--k`` (static: gates
 on at every step) and the dynamic thresholds are quantiles of the calibration answer-token echo.
 A configuration is admissible when its mean F1 is at least the ungated F1 minus ``--f1-tolerance``;
 the admissible one with the lowest hallucination rate wins (ties: higher F1, then fewer gates);
@@ -43,11 +43,16 @@ import torch
 from mechrag import Case, ComponentAttribution, Source, load_model
 from mechrag.adapter import greedy_generate
 from mechrag.data import RAGExample, load_hotpotqa, load_squad
-from mechrag.mechanism.echo import detector_scores, echo
-from mechrag.mechanism.gated_decoding import decode_with_gates
-from mechrag.mechanism.gates import Gates
-from mechrag.mechanism.gating_rules import RULES, GatingRule, random_gates
-from mechrag.mechanism.semantic_gain import case_semantic_gain
+from mechrag.mechanism import (
+    RULES,
+    Gates,
+    GatingRule,
+    case_semantic_gain,
+    decode_with_gates,
+    detector_scores,
+    echo,
+    random_gates,
+)
 from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve

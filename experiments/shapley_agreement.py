@@ -289,7 +289,7 @@ def main() -> None:
         make = shortened_hotpotqa if args.part == "hotpotqa" else scenario_cases
         cases = make(args.n, args.documents, args.seed)
         folder = args.tables / f"{args.part}_d{args.documents}"
-        score(cases, folder, load_model(device="cpu"), args.max_new_tokens)
+        score(cases, folder, load_model(), args.max_new_tokens)
     else:
         label = args.label or "_".join(p.name for p in args.tables) + f"_{args.value}"
         compare(args.tables, args.value, args.methods, args.budgets, args.seeds, args.out, label)

@@ -5,11 +5,12 @@ from mechrag.mechanism.ablation import ComponentMeans, ablate, component_means, 
 from mechrag.mechanism.echo import Echo, detector_scores, echo
 from mechrag.mechanism.gated_decoding import GatedDecoding, decode_with_gates
 from mechrag.mechanism.gates import Gates, edit_components, gate
-from mechrag.mechanism.gating_rules import GatingRule, random_gates
+from mechrag.mechanism.gating_rules import RULES, GatingRule, random_gates
 from mechrag.mechanism.result import Component, ComponentAttribution
 from mechrag.mechanism.semantic_gain import SemanticGain, case_semantic_gain, semantic_gain
 
 __all__ = [
+    "RULES",
     "Component",
     "ComponentAttribution",
     "ComponentMeans",
