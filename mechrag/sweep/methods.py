@@ -13,24 +13,13 @@ from dataclasses import dataclass, fields
 from functools import partial
 
 import mechrag
+from mechrag.attribution.estimators import ESTIMATORS
 from mechrag.metrics.accuracy import top_k_hit
 
 MethodFn = Callable[[object, object, dict], dict]
 
 CASE_OPTIONS = ("max_new_tokens", "system_prompt")
 ATTRIBUTE_OPTIONS = ("budget", "seed", "value")
-ESTIMATORS = {
-    estimator.name: estimator
-    for estimator in (
-        mechrag.Exact,
-        mechrag.LeaveOneOut,
-        mechrag.KernelSHAP,
-        mechrag.PMCSHAP,
-        mechrag.TMCShapley,
-        mechrag.BetaShapley,
-        mechrag.ContextCite,
-    )
-}
 
 
 @dataclass(frozen=True)
