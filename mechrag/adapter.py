@@ -286,3 +286,15 @@ def output_bias(model, layer: int) -> Float[Tensor, " d_model"] | None:
     """The attention output projection's bias of ``layer`` (``None`` when bias-free)."""
     bias = getattr(model.blocks[layer].attn.o.original_component, "bias", None)
     return None if bias is None else bias.detach().float()
+
+
+# -- screening (issue 11): the attention-score hook the gradient screen gates -------------------
+
+
+def attention_scores_hook(layer: int) -> str:
+    """The bridge hook on ``layer``'s pre-softmax attention scores ``[batch, head, q, k]``.
+
+    Adding ``log alpha`` to a key's column there scales the attention it receives by ``alpha``
+    with the row renormalised (``alpha = 0`` masks the key out).
+    """
+    return f"blocks.{layer}.attn.hook_attn_scores"
