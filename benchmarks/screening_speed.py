@@ -88,6 +88,11 @@ def sized_examples(n: int, count: int) -> list[RAGExample]:
     return truncated_hotpotqa(n, count) if n <= 40 else squad_articles(n, count)
 
 
+def pattern_gib(model, length: int) -> float:
+    """Float32 attention patterns the screen's backward keeps for a ``length``-token pass."""
+    return model.cfg.n_layers * model.cfg.n_heads * length**2 * 4 / 2**30
+
+
 def top_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return len(set(a[:k]) & set(b[:k])) / k
 
@@ -99,6 +104,12 @@ def main() -> None:
     parser.add_argument("--screen", type=int, nargs="+", default=[3, 5])
     parser.add_argument("--response-tokens", type=int, default=12)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--max-pattern-gib",
+        type=float,
+        default=4.0,
+        help="skip examples whose screen would keep more float32 attention patterns than this",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = load_model(device="cpu")
@@ -117,6 +128,13 @@ def main() -> None:
         lengths = []
         for example in examples:
             first = Case.from_example(model, example, max_new_tokens=args.response_tokens)
+            gib = pattern_gib(model, len(first.builder.ids()) + len(first.response_ids))
+            if gib > args.max_pattern_gib:
+                print(
+                    f"| {n} | {example.id}: skipped, the screen would keep ~{gib:.1f} GiB of "
+                    f"attention patterns (> --max-pattern-gib {args.max_pattern_gib}) |"
+                )
+                continue
             response = first.response_ids
             lengths.append(len(first.builder.ids()))
             start = time.perf_counter()
@@ -137,6 +155,8 @@ def main() -> None:
                     )
                 )
         for m, values in rows.items():
+            if not values:
+                continue
             t_exact, t_screen, top1, top3, recall = (np.array(v, dtype=float) for v in zip(*values))
             print(
                 f"| {n} | {examples[0].dataset} x{len(examples)} | {np.mean(lengths):.0f} | {m} "
