@@ -5,6 +5,13 @@ teacher-forced responses, in one process with a fixed thread count, alternating 
 first. The naive loop is how ARC-JSD is usually written: one unpadded sequence per forward pass,
 full-vocabulary logits at every position, then the response slice. Prints seconds and the ratio.
 
+Next to each measured ratio it prints the exact-computation bounds of that engine, from what
+both actually ran: the token bound (naive tokens processed / engine tokens processed, padding
+included, cached prefix tokens excluded) and a FLOP-ish bound that also counts the vocabulary
+projection (``2 * body parameters`` per input token, plus ``2 * d_model * vocab`` per position
+projected: every position for the naive loop, the response positions for the engine; attention's
+quadratic term is left out).
+
     python benchmarks/engine_speed.py --n 3 --threads 1
 """
 
@@ -12,21 +19,38 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from mechrag import Case, Engine, PromptBuilder, jsd, load_model
+from mechrag import Case, Engine, PromptBuilder, adapter, jsd, load_model
 from mechrag.data import load_hotpotqa
 
 
+@dataclass
+class Work:
+    """Tokens run through the model body and positions projected to the vocabulary."""
+
+    tokens: int = 0
+    projected: int = 0
+
+    def flops(self, body_parameters: int, head_parameters: int) -> float:
+        return 2.0 * (self.tokens * body_parameters + self.projected * head_parameters)
+
+
 @torch.no_grad()
-def naive_arc_jsd(model, builder: PromptBuilder, response_ids: list[int]) -> np.ndarray:
+def naive_arc_jsd(
+    model, builder: PromptBuilder, response_ids: list[int], work: Work | None = None
+) -> np.ndarray:
     """Per-source summed JSD, one unbatched full-logits forward pass per prompt."""
     n_response = len(response_ids)
+    work = Work() if work is None else work
 
     def distributions(mask):
         ids = torch.tensor([builder.ids(mask) + response_ids[:-1]], device=model.cfg.device)
+        work.tokens += ids.shape[1]
+        work.projected += ids.shape[1]
         logits = model(ids)  # [1, pos, vocab]: every position projected to the vocabulary
         return logits[0].float().log_softmax(-1)[-n_response:]
 
@@ -56,6 +80,7 @@ def main() -> None:
         "engine + KV-prefix reuse (default)": {"reuse_prefix": True},
     }
     timings = dict.fromkeys([*engines, "naive"], 0.0)
+    work = {name: Work() for name in timings}
     for repeat in range(args.repeats):
         for example, response_ids in cases:
             names = list(timings) if repeat % 2 == 0 else list(reversed(timings))
@@ -64,11 +89,13 @@ def main() -> None:
                 start = time.perf_counter()
                 if name == "naive":
                     builder = PromptBuilder(model.tokenizer, example.query, example.sources)
-                    scores[name] = naive_arc_jsd(model, builder, response_ids)
+                    scores[name] = naive_arc_jsd(model, builder, response_ids, work[name])
                 else:
                     engine = Engine(model, progress=False, **engines[name])
                     case = Case.from_example(model, example, response_ids, engine=engine)
                     scores[name] = case.arc_jsd().scores
+                    work[name].tokens += engine.tokens_processed
+                    work[name].projected += (case.n_sources + 1) * len(response_ids)
                 timings[name] += time.perf_counter() - start
             for name in engines:
                 np.testing.assert_allclose(scores[name], scores["naive"], atol=1e-3)
@@ -77,9 +104,23 @@ def main() -> None:
         f"threads={args.threads}  examples={len(cases)}  sources={sources}  "
         f"response tokens={args.response_tokens}  repeats={args.repeats}"
     )
+    hf = adapter.hf_model(model)
+    head = adapter.vocab_size(model) * model.cfg.d_model
+    lookups = {
+        id(p)
+        for m in (hf.get_input_embeddings(), hf.get_output_embeddings())
+        for p in m.parameters()
+    }
+    body = sum(p.numel() for p in hf.parameters() if id(p) not in lookups)
+    naive_flops = work["naive"].flops(body, head)
     for name, seconds in timings.items():
         ratio = timings["naive"] / seconds
-        print(f"{name:<40} {seconds:8.1f} s   speed-up vs naive {ratio:5.2f}x")
+        token_bound = work["naive"].tokens / work[name].tokens
+        flop_bound = naive_flops / work[name].flops(body, head)
+        print(
+            f"{name:<40} {seconds:8.1f} s   speed-up vs naive {ratio:5.2f}x   "
+            f"bound: tokens {token_bound:5.2f}x, FLOP-ish {flop_bound:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

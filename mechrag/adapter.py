@@ -332,3 +332,12 @@ def head_writes(
     if bias is not None:
         total = total + bias.to(total.device)
     return writes * _rms_gain(norm, total)[..., None, :]
+
+
+def attention_scores_hook(layer: int) -> str:
+    """The bridge hook on ``layer``'s pre-softmax attention scores ``[batch, head, q, k]``.
+
+    Adding ``log alpha`` to a key's column there scales the attention it receives by ``alpha``
+    with the row renormalised (``alpha = 0`` masks the key out).
+    """
+    return f"blocks.{layer}.attn.hook_attn_scores"

@@ -270,11 +270,17 @@ class Case:
     def _start(self) -> tuple[int, float]:
         return self.engine.forward_passes, time.perf_counter()
 
-    def arc_jsd(self, divergence: str = "jsd") -> Attribution:
+    def arc_jsd(self, divergence: str = "jsd", *, screen: int | None = None) -> Attribution:
         """ARC-JSD: each source's summed per-token divergence when it alone is removed.
 
-        ``divergence``: ``jsd`` (the method), or ``kl``/``tv`` for comparisons.
+        ``divergence``: ``jsd`` (the method), or ``kl``/``tv`` for comparisons. ``screen=m``
+        scores only the ``m`` sources a one-pass gradient screen ranks highest exactly (see
+        :mod:`mechrag.attribution.screening`); ``None`` scores every source exactly.
         """
+        if screen is not None:
+            from mechrag.attribution.screening import screened_arc_jsd
+
+            return screened_arc_jsd(self, screen, divergence)
         start = self._start()
         per_token = self.token_divergences(self.leave_one_out_masks(), divergence)
         method = "arc_jsd" if divergence == "jsd" else f"arc_{divergence}"
