@@ -42,9 +42,25 @@ def run_script(name: str, args: list[str], monkeypatch) -> None:
 )
 def test_experiment_runs_on_squad_and_resumes(script, extra, tmp_path, monkeypatch, capsys):
     args = [*TOY, *extra, "--out", str(tmp_path)]
+    records = tmp_path / "records.jsonl"
     run_script(script, args, monkeypatch)
-    first = read_jsonl(tmp_path / "records.jsonl")
+    first = read_jsonl(records)
     assert [r["status"] for r in first] == ["ok", "ok"], first
     run_script(script, args, monkeypatch)
-    assert read_jsonl(tmp_path / "records.jsonl") == first  # nothing ran again
+    assert read_jsonl(records) == first  # nothing ran again
     assert json.loads((tmp_path / "config.json").read_text())["config"]["data"] == {}
+    # A kill while writing leaves a torn last line: the rerun repairs it and redoes that example.
+    lines = records.read_text().splitlines()
+    records.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])
+    run_script(script, args, monkeypatch)
+    resumed = read_jsonl(records)
+    assert [r["id"] for r in resumed] == [r["id"] for r in first]  # each example exactly once
+    assert resumed[0] == first[0]
+    assert untimed(resumed[1]["result"]) == untimed(first[1]["result"])  # redone, same result
+
+
+def untimed(value):
+    """``value`` without its wall-clock fields."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k != "seconds"}
+    return value
