@@ -21,7 +21,7 @@ import torch
 from mechrag import Case, adapter, load_model
 from mechrag.data import load_hotpotqa
 from mechrag.metrics import pearson
-from mechrag.prompts import render_context
+from mechrag.peers import context_cite_partitioner
 
 PACKAGE = "context_cite"
 
@@ -38,30 +38,10 @@ def package_scores(case: Case, ablations: int, seed: int = 0) -> np.ndarray:
     set on the citer rather than regenerated, so both explain the same tokens.
     """
     from context_cite import ContextCiter
-    from context_cite.context_partitioner import BaseContextPartitioner
-
-    class SourcePartitioner(BaseContextPartitioner):
-        def __init__(self, sources):
-            self.items = list(sources)
-            super().__init__(render_context(self.items))
-
-        @property
-        def num_sources(self) -> int:
-            return len(self.items)
-
-        def split_context(self) -> None:
-            """Already split: one source per item."""
-
-        def get_source(self, index: int) -> str:
-            return self.items[index].text
-
-        def get_context(self, mask=None) -> str:
-            kept = self.items if mask is None else [s for s, k in zip(self.items, mask) if k]
-            return render_context(kept)
 
     torch.manual_seed(seed)
     np.random.seed(seed)
-    partitioner = SourcePartitioner(case.sources)
+    partitioner = context_cite_partitioner(case.sources)
     citer = ContextCiter(
         adapter.hf_model(case.model),
         case.model.tokenizer,

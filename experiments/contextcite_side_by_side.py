@@ -26,37 +26,16 @@ import torch
 from mechrag import Case, load_model
 from mechrag.metrics import pearson
 from mechrag.models import converted_gguf_dir, embedded_gguf_path
-from mechrag.prompts import DEFAULT_TEMPLATE, render_context
+from mechrag.peers import context_cite_partitioner
+from mechrag.prompts import DEFAULT_TEMPLATE
 from mechrag.scenarios import make_scenarios
 
 
 def package_scores(hf_model, tokenizer, case, response: str, ablations: int, seed: int):
     """Scores from ``context_cite.ContextCiter`` on our sources and response."""
     from context_cite import ContextCiter
-    from context_cite.context_partitioner import BaseContextPartitioner
 
-    class DocumentPartitioner(BaseContextPartitioner):
-        """Our documents as the package's sources, rendered exactly as mechrag renders them."""
-
-        def __init__(self, sources):
-            self.items = list(sources)
-            super().__init__(render_context(self.items))
-
-        @property
-        def num_sources(self) -> int:
-            return len(self.items)
-
-        def split_context(self) -> None:
-            """Already split: one source per document."""
-
-        def get_source(self, index: int) -> str:
-            return self.items[index].text
-
-        def get_context(self, mask=None) -> str:
-            kept = self.items if mask is None else [s for s, k in zip(self.items, mask) if k]
-            return render_context(kept)
-
-    partitioner = DocumentPartitioner(case.sources)
+    partitioner = context_cite_partitioner(case.sources)
     citer = ContextCiter(
         hf_model,
         tokenizer,

@@ -166,14 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run_handler(args: argparse.Namespace) -> int:
+    """Run a parsed subcommand; bad input ends with one error line and exit status 2."""
     try:
         args.handler(args)
     except (ValueError, TypeError, FileNotFoundError, ModuleNotFoundError) as error:
         print(f"mechrag: error: {error}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_handler(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

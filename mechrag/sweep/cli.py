@@ -171,9 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mechrag")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["sweep", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        args.handler(args)
-    except (ValueError, TypeError, FileNotFoundError, ModuleNotFoundError) as error:
-        print(f"mechrag: error: {error}", file=sys.stderr)
-        return 2
-    return 0
+    from mechrag.cli import run_handler
+
+    return run_handler(args)
