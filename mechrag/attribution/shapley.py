@@ -213,6 +213,24 @@ def _check_refits(refits: int, fraction: float) -> None:
         raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
 
 
+def _refitted(
+    oracle: Oracle, seed: int, refits: int, fraction: float, paired: bool, design: str
+) -> Estimate:
+    """One pool scored once, ``refits`` fits on random ``fraction``s of its sampled groups
+    (complement pairs when ``paired``, single coalitions otherwise), averaged."""
+    _check_refits(refits, fraction)
+    rng = np.random.default_rng(seed)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=paired, design=design)
+    if oracle.covers_all():  # a complete pool: one fit is exact, refits only add noise
+        return oracle.shape(_constrained_wls(masks, weights, targets, total))
+    if paired:
+        groups = np.array([min(m.tobytes(), (~m).tobytes()) for m in masks])
+    else:
+        groups = np.arange(len(masks))
+    estimate = _refit_average(masks, weights, targets, total, groups, refits, fraction, rng)
+    return oracle.shape(estimate)
+
+
 def pmc_shap(
     value_fn: ValueFn,
     n_players: int,
@@ -235,17 +253,10 @@ def pmc_shap(
     efficiency constraint ``sum phi = v(N) - v(empty)`` imposed: the average is then efficient
     exactly, is not shrunk towards zero by a ridge penalty, and is exact on a complete pool.
     """
-    _check_refits(refits, fraction)
     if sampling not in POOL_DESIGNS:
         raise ValueError(f"unknown sampling {sampling!r}: choose from {POOL_DESIGNS}")
-    rng = np.random.default_rng(seed)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=True, design=sampling)
-    if oracle.covers_all():  # a complete pool: one fit is exact, refits only add noise
-        return oracle.shape(_constrained_wls(masks, weights, targets, total))
-    pairs = np.array([min(m.tobytes(), (~m).tobytes()) for m in masks])
-    estimate = _refit_average(masks, weights, targets, total, pairs, refits, fraction, rng)
-    return oracle.shape(estimate)
+    return _refitted(oracle, seed, refits, fraction, paired=True, design=sampling)
 
 
 def mc_shap(
@@ -259,15 +270,8 @@ def mc_shap(
 ) -> Estimate:
     """Unpaired Monte-Carlo Kernel SHAP: as :func:`pmc_shap`, but the pool is sampled without
     complements and each refit keeps a random ``fraction`` of its coalitions."""
-    _check_refits(refits, fraction)
-    rng = np.random.default_rng(seed)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    masks, weights, targets, total = _kernel_pool(oracle, rng, paired=False)
-    if oracle.covers_all():
-        return oracle.shape(_constrained_wls(masks, weights, targets, total))
-    rows = np.arange(len(masks))
-    estimate = _refit_average(masks, weights, targets, total, rows, refits, fraction, rng)
-    return oracle.shape(estimate)
+    return _refitted(oracle, seed, refits, fraction, paired=False, design="kernel")
 
 
 def _permutation_estimate(
