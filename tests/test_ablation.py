@@ -4,21 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import SEQUENCES, batch_logits, hook_count
 
 from mechrag.engine import Engine
 from mechrag.mechanism import ablate, component_means, parse_heads
-
-SEQUENCES = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5]]
-
-
-def _hook_count(model) -> int:
-    return sum(len(point._forward_hooks) for point in model.hook_dict.values())
-
-
-def _logits(model):
-    ids, attention = Engine(model).batch_inputs(SEQUENCES)
-    with torch.no_grad():
-        return model(ids, attention_mask=attention)
 
 
 def _reference_zeroed(model, layer: int, head: int, mlp: int):
@@ -38,7 +27,7 @@ def _reference_zeroed(model, layer: int, head: int, mlp: int):
         ),
     ]
     try:
-        return _logits(model)
+        return batch_logits(model)
     finally:
         for handle in handles:
             handle.remove()
@@ -47,23 +36,23 @@ def _reference_zeroed(model, layer: int, head: int, mlp: int):
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_zero_ablation_matches_independent_intervention(family, request):
     model = request.getfixturevalue(family)
-    clean = _logits(model)
+    clean = batch_logits(model)
     with ablate(model, heads=[(1, 2)], mlps=[0], mode="zero"):
-        ablated = _logits(model)
+        ablated = batch_logits(model)
     expected = _reference_zeroed(model, layer=1, head=2, mlp=0)
     assert (ablated - clean).abs().max() > 1e-2
     torch.testing.assert_close(ablated, expected, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(_logits(model), clean)
+    torch.testing.assert_close(batch_logits(model), clean)
 
 
 def test_scale_one_is_identity_and_scale_zero_is_zero(tiny_llama):
-    clean = _logits(tiny_llama)
+    clean = batch_logits(tiny_llama)
     with ablate(tiny_llama, heads=[(0, 1)], mlps=[1], mode="scale", scale=1.0):
-        torch.testing.assert_close(_logits(tiny_llama), clean)
+        torch.testing.assert_close(batch_logits(tiny_llama), clean)
     with ablate(tiny_llama, heads=[(0, 1)], mlps=[1], mode="scale", scale=0.0):
-        scaled = _logits(tiny_llama)
+        scaled = batch_logits(tiny_llama)
     with ablate(tiny_llama, heads=[(0, 1)], mlps=[1], mode="zero"):
-        torch.testing.assert_close(_logits(tiny_llama), scaled)
+        torch.testing.assert_close(batch_logits(tiny_llama), scaled)
 
 
 def test_mean_ablation_uses_reference_means(tiny_gpt2):
@@ -80,19 +69,19 @@ def test_mean_ablation_uses_reference_means(tiny_gpt2):
     seen = []
     with ablate(tiny_gpt2, mlps=[1], mode="mean", means=means):
         with tiny_gpt2.hooks(fwd_hooks=[("blocks.1.hook_mlp_out", lambda x, hook: seen.append(x))]):
-            _logits(tiny_gpt2)
+            batch_logits(tiny_gpt2)
     torch.testing.assert_close(seen[0][0, -1], means.mlp_out[1])
 
 
 def test_hooks_removed_and_weights_unchanged_on_exception(tiny_llama):
-    hooks = _hook_count(tiny_llama)
+    hooks = hook_count(tiny_llama)
     state = {k: v.clone() for k, v in tiny_llama.original_model.state_dict().items()}
     with pytest.raises(RuntimeError, match="inside"):
         with ablate(tiny_llama, heads=[(0, 0), (1, 3)], mlps=[0, 1]):
-            _logits(tiny_llama)
-            assert _hook_count(tiny_llama) > hooks
+            batch_logits(tiny_llama)
+            assert hook_count(tiny_llama) > hooks
             raise RuntimeError("inside")
-    assert _hook_count(tiny_llama) == hooks
+    assert hook_count(tiny_llama) == hooks
     for name, value in tiny_llama.original_model.state_dict().items():
         assert torch.equal(value, state[name]), name
 

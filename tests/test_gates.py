@@ -4,22 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import SEQUENCES, batch_logits, hook_count
 
 from mechrag.engine import Engine
 from mechrag.mechanism.ablation import ablate
 from mechrag.mechanism.gates import Gates, gate
-
-SEQUENCES = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5]]
-
-
-def _hook_count(model) -> int:
-    return sum(len(point._forward_hooks) for point in model.hook_dict.values())
-
-
-def _logits(model):
-    ids, attention = Engine(model).batch_inputs(SEQUENCES)
-    with torch.no_grad():
-        return model(ids, attention_mask=attention)
 
 
 def _attn_out(model, layer: int):
@@ -34,21 +23,21 @@ def _attn_out(model, layer: int):
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_factor_one_everywhere_is_bit_identical(family, request):
     model = request.getfixturevalue(family)
-    clean = _logits(model)
+    clean = batch_logits(model)
     every_head = {(layer, head): 1.0 for layer in range(2) for head in range(model.cfg.n_heads)}
     with gate(model, heads=every_head, mlps={0: 1.0, 1: 1.0}):
-        assert _hook_count(model) > 0
-        assert torch.equal(_logits(model), clean)
+        assert hook_count(model) > 0
+        assert torch.equal(batch_logits(model), clean)
 
 
 @pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
 def test_factor_zero_equals_zero_ablation(family, request):
     model = request.getfixturevalue(family)
     with ablate(model, heads=[(1, 2), (0, 3)], mlps=[0], mode="zero"):
-        ablated = _logits(model)
+        ablated = batch_logits(model)
     with gate(model, heads={(1, 2): 0.0, (0, 3): 0.0}, mlps={0: 0.0}):
-        gated = _logits(model)
-    assert (gated - _logits(model)).abs().max() > 1e-2
+        gated = batch_logits(model)
+    assert (gated - batch_logits(model)).abs().max() > 1e-2
     assert torch.equal(gated, ablated)
 
 
@@ -85,17 +74,17 @@ def test_mlp_factor_scales_its_output(tiny_llama):
 
 
 def test_hooks_removed_and_model_unchanged_on_exception(tiny_llama):
-    hooks = _hook_count(tiny_llama)
+    hooks = hook_count(tiny_llama)
     state = {k: v.clone() for k, v in tiny_llama.original_model.state_dict().items()}
-    clean = _logits(tiny_llama)
+    clean = batch_logits(tiny_llama)
     with pytest.raises(RuntimeError, match="inside"):
         with gate(tiny_llama, heads={(0, 0): 0.0, (1, 3): 2.0}, mlps={1: 0.5}):
-            assert _hook_count(tiny_llama) > hooks
+            assert hook_count(tiny_llama) > hooks
             raise RuntimeError("inside")
-    assert _hook_count(tiny_llama) == hooks
+    assert hook_count(tiny_llama) == hooks
     for name, value in tiny_llama.original_model.state_dict().items():
         assert torch.equal(value, state[name]), name
-    assert torch.equal(_logits(tiny_llama), clean)
+    assert torch.equal(batch_logits(tiny_llama), clean)
 
 
 def test_gates_object_round_trip_and_bad_input(tiny_llama):
@@ -104,9 +93,9 @@ def test_gates_object_round_trip_and_bad_input(tiny_llama):
     assert Gates.from_dict(gates.to_dict()) == gates
     assert gates.labels() == ["L1H2=0.5", "MLP0=2"]
     with gates.apply(tiny_llama):
-        gated = _logits(tiny_llama)
+        gated = batch_logits(tiny_llama)
     with gate(tiny_llama, heads={(1, 2): 0.5}, mlps={0: 2.0}):
-        assert torch.equal(_logits(tiny_llama), gated)
+        assert torch.equal(batch_logits(tiny_llama), gated)
     with pytest.raises(ValueError, match="out of range"):
         with gate(tiny_llama, heads={(2, 0): 0.5}):
             pass

@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from helpers import hook_count
 from scipy.spatial.distance import jensenshannon
 
 from mechrag import ComponentAttribution, localize
@@ -16,10 +17,6 @@ from mechrag.sources import as_sources
 QUERY = "Where does the cat sleep?"
 SOURCES = ["The cat sleeps on the mat.", "Dogs bark at night.", "The mat is red."]
 RESPONSE = "On the mat."
-
-
-def _hook_count(model) -> int:
-    return sum(len(point._forward_hooks) for point in model.hook_dict.values())
 
 
 def _state(model) -> dict:
@@ -110,9 +107,9 @@ def test_default_source_is_top_arc_jsd(tiny_llama):
 
 
 def test_hooks_removed_and_parameters_unchanged(tiny_gpt2, monkeypatch):
-    hooks, state = _hook_count(tiny_gpt2), _state(tiny_gpt2)
+    hooks, state = hook_count(tiny_gpt2), _state(tiny_gpt2)
     localize(tiny_gpt2, QUERY, SOURCES, source="p0s1", response=RESPONSE)
-    assert _hook_count(tiny_gpt2) == hooks
+    assert hook_count(tiny_gpt2) == hooks
 
     from mechrag import adapter
 
@@ -126,7 +123,7 @@ def test_hooks_removed_and_parameters_unchanged(tiny_gpt2, monkeypatch):
     monkeypatch.setattr(adapter, "forward", boom)
     with pytest.raises(RuntimeError, match="boom"):
         localize(tiny_gpt2, QUERY, SOURCES, source="p0s1", response=RESPONSE)
-    assert _hook_count(tiny_gpt2) == hooks
+    assert hook_count(tiny_gpt2) == hooks
     for name, value in _state(tiny_gpt2).items():
         assert torch.equal(value, state[name]), name
 
