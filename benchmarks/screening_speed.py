@@ -3,7 +3,9 @@
 For each context size n the same examples, teacher-forced responses and thread count serve
 both; each run starts from a fresh case (no shared cache), so the times include the full-context
 pass. Reports the speed-up and how often the screened top-1 equals the exact top-1, and the mean
-overlap of the screened and exact top-3 sets.
+overlap of the screened and exact top-3 sets, how often the exact top-1 is among the
+candidates, and the Spearman correlation of the screen's estimates with the exact scores, for
+each screen proxy (``fisher``, ``loglik``) and number of candidates ``m``.
 
 Contexts of n sentences:
 
@@ -25,8 +27,10 @@ import time
 import numpy as np
 import torch
 
-from mechrag import Case, load_model
+from mechrag import Case, SourceScreen, load_model
+from mechrag.attribution.screening import PROXIES
 from mechrag.data import RAGExample, load_hotpotqa, load_squad, shipped_path
+from mechrag.metrics import spearman
 from mechrag.sources import Source, source_id
 
 
@@ -88,11 +92,6 @@ def sized_examples(n: int, count: int) -> list[RAGExample]:
     return truncated_hotpotqa(n, count) if n <= 40 else squad_articles(n, count)
 
 
-def pattern_gib(model, length: int) -> float:
-    """Float32 attention patterns the screen's backward keeps for a ``length``-token pass."""
-    return model.cfg.n_layers * model.cfg.n_heads * length**2 * 4 / 2**30
-
-
 def top_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return len(set(a[:k]) & set(b[:k])) / k
 
@@ -102,67 +101,60 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 20, 40, 80])
     parser.add_argument("--examples", type=int, default=3)
     parser.add_argument("--screen", type=int, nargs="+", default=[3, 5])
+    parser.add_argument("--proxies", nargs="+", choices=PROXIES, default=list(PROXIES))
     parser.add_argument("--response-tokens", type=int, default=12)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument(
-        "--max-pattern-gib",
-        type=float,
-        default=4.0,
-        help="skip examples whose screen would keep more float32 attention patterns than this",
-    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model(device="cpu")
+    model = load_model()
     print(
         f"threads={args.threads} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')})  "
         f"response tokens <= {args.response_tokens}  examples per n={args.examples}\n"
     )
     print(
-        "| n | data | prompt tokens | m | exact s | screened s | speed-up | top-1 agree "
-        "| top-3 overlap | exact top-1 in candidates |"
+        "| n | data | prompt tokens | proxy | m | exact s | screened s | speed-up | top-1 agree "
+        "| top-3 overlap | exact top-1 in candidates | Spearman screen vs exact |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         examples = sized_examples(n, args.examples)
-        rows = {m: [] for m in args.screen}
+        rows = {(proxy, m): [] for proxy in args.proxies for m in args.screen}
         lengths = []
         for example in examples:
             first = Case.from_example(model, example, max_new_tokens=args.response_tokens)
-            gib = pattern_gib(model, len(first.builder.ids()) + len(first.response_ids))
-            if gib > args.max_pattern_gib:
-                print(
-                    f"| {n} | {example.id}: skipped, the screen would keep ~{gib:.1f} GiB of "
-                    f"attention patterns (> --max-pattern-gib {args.max_pattern_gib}) |"
-                )
-                continue
             response = first.response_ids
             lengths.append(len(first.builder.ids()))
             start = time.perf_counter()
             exact = Case.from_example(model, example, response).arc_jsd()
             t_exact = time.perf_counter() - start
-            for m in args.screen:
+            for proxy, m in rows:
                 start = time.perf_counter()
-                screened = Case.from_example(model, example, response).arc_jsd(screen=m)
+                case = Case.from_example(model, example, response)
+                screened = case.arc_jsd(screen=SourceScreen(m, proxy=proxy))
                 t_screen = time.perf_counter() - start
                 candidates = np.flatnonzero(screened.metadata["exact"])
-                rows[m].append(
+                estimates = np.abs(screened.metadata["screen_estimates"])
+                rows[proxy, m].append(
                     (
                         t_exact,
                         t_screen,
                         screened.ranking[0] == exact.ranking[0],
                         top_overlap(screened.ranking, exact.ranking, 3),
                         exact.ranking[0] in candidates,
+                        spearman(estimates, exact.scores),
                     )
                 )
-        for m, values in rows.items():
+        for (proxy, m), values in rows.items():
             if not values:
                 continue
-            t_exact, t_screen, top1, top3, recall = (np.array(v, dtype=float) for v in zip(*values))
+            t_exact, t_screen, top1, top3, recall, rho = (
+                np.array(v, dtype=float) for v in zip(*values)
+            )
             print(
-                f"| {n} | {examples[0].dataset} x{len(examples)} | {np.mean(lengths):.0f} | {m} "
-                f"| {t_exact.sum():.1f} | {t_screen.sum():.1f} "
-                f"| {t_exact.sum() / t_screen.sum():.2f}x "
-                f"| {top1.mean():.2f} | {top3.mean():.2f} | {recall.mean():.2f} |",
+                f"| {n} | {examples[0].dataset} x{len(examples)} | {np.mean(lengths):.0f} "
+                f"| {proxy} | {m} | {t_exact.sum():.1f} | {t_screen.sum():.1f} "
+                f"| {t_exact.sum() / t_screen.sum():.2f}x | {top1.mean():.2f} | {top3.mean():.2f} "
+                f"| {recall.mean():.2f} | {rho.mean():.2f} |",
                 flush=True,
             )
 

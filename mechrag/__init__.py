@@ -12,6 +12,7 @@ from mechrag.attribution.estimators import (
     LeverageSHAP,
     TMCShapley,
 )
+from mechrag.attribution.screening import SourceScreen
 from mechrag.attribution.shapley import shapley_values
 from mechrag.case import Case
 from mechrag.divergences import jsd, kl, total_variation
@@ -44,6 +45,7 @@ __all__ = [
     "PromptBuilder",
     "Result",
     "Source",
+    "SourceScreen",
     "TMCShapley",
     "ablate",
     "arc_jsd",

@@ -147,11 +147,20 @@ def forward(
     return model(ids, **kwargs)
 
 
-def cut_cache(cache, length: int, repeats: int):
-    """A copy of ``cache`` keeping its first ``length`` positions, repeated ``repeats`` times."""
+def cut_cache(cache, length: int, repeats: int, *, for_autograd: bool = False):
+    """A copy of ``cache`` keeping its first ``length`` positions, repeated ``repeats`` times.
+
+    ``for_autograd``: copy the tensors out of inference mode, so that a pass with gradients
+    can read them (a cache made under ``torch.inference_mode`` cannot be saved for backward).
+    """
     past = copy.deepcopy(cache)
-    past.crop(length - past.get_seq_length())  # negative: drop that many from the end
+    if length < past.get_seq_length():
+        past.crop(length - past.get_seq_length())  # negative: drop that many from the end
     past.batch_repeat_interleave(repeats)
+    if for_autograd:
+        with torch.inference_mode(False):
+            for layer in past.layers:
+                layer.keys, layer.values = layer.keys.clone(), layer.values.clone()
     return past
 
 

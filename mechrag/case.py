@@ -27,6 +27,7 @@ from torch import Tensor
 from mechrag import adapter
 from mechrag.attribution.estimators import Estimator, resolve_estimator
 from mechrag.attribution.games import value_game
+from mechrag.attribution.screening import SourceScreen, screened_arc_jsd
 from mechrag.divergences import DIVERGENCES, jsd
 from mechrag.engine import Engine, Reference
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
@@ -245,6 +246,11 @@ class Case:
         """Full-context next-token log-probabilities at every response position (float32)."""
         return self._store().reference.logprobs
 
+    def context_cache(self, length: int, repeats: int = 1):
+        """Key-value cache of the full sequence's first ``length`` positions (``repeats`` rows),
+        for a pass with gradients that continues it (reuses the full-context pass's cache)."""
+        return self.engine.context_cache(self._store().reference, length, repeats)
+
     def game(self, value: str = "logprob"):
         """The value function ``masks -> [m]`` (``[m, T]`` for ``token_prob``) on this case."""
         return value_game(self.token_logprobs, value)
@@ -270,16 +276,17 @@ class Case:
     def _start(self) -> tuple[int, float]:
         return self.engine.forward_passes, time.perf_counter()
 
-    def arc_jsd(self, divergence: str = "jsd", *, screen: int | None = None) -> Attribution:
+    def arc_jsd(
+        self, divergence: str = "jsd", *, screen: int | SourceScreen | None = None
+    ) -> Attribution:
         """ARC-JSD: each source's summed per-token divergence when it alone is removed.
 
         ``divergence``: ``jsd`` (the method), or ``kl``/``tv`` for comparisons. ``screen=m``
-        scores only the ``m`` sources a one-pass gradient screen ranks highest exactly (see
-        :mod:`mechrag.attribution.screening`); ``None`` scores every source exactly.
+        scores exactly only the ``m`` sources a one-pass gradient screen ranks highest (a
+        :class:`~mechrag.attribution.screening.SourceScreen` configures the screen; see that
+        module); ``None`` scores every source exactly.
         """
         if screen is not None:
-            from mechrag.attribution.screening import screened_arc_jsd
-
             return screened_arc_jsd(self, screen, divergence)
         start = self._start()
         per_token = self.token_divergences(self.leave_one_out_masks(), divergence)

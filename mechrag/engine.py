@@ -190,6 +190,18 @@ class Engine:
         self._count(ids)
         return Reference(sequence, logits[0, -n_response:].float().log_softmax(-1), cache)
 
+    def context_cache(self, reference: Reference, length: int, repeats: int):
+        """The key-value cache of the full sequence's first ``length`` positions, ``repeats``
+        times, readable by a pass with gradients: cut from the reference pass's cache when it
+        kept one, else computed by one pass without gradients."""
+        if reference.cache is not None:
+            return adapter.cut_cache(reference.cache, length, repeats, for_autograd=True)
+        ids = torch.tensor([reference.sequence[:length]], device=adapter.device(self.model))
+        with torch.no_grad():
+            _, cache = adapter.forward(self.model, ids, n_logits=1, return_cache=True)
+        self._count(ids)
+        return adapter.cut_cache(cache, length, repeats, for_autograd=True)
+
     def _batches(self, sequences: list[list[int]], n_response: int, reference: Reference):
         """Yield ``(batch, ids, attention, past)`` for rows of ``sequences`` (prefix reuse)."""
         full = reference.sequence

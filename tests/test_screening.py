@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from mechrag import Case, adapter
+from mechrag import Case, Engine, SourceScreen, adapter, jsd
 from mechrag.attribution.screening import (
-    gated_log_likelihood,
+    context_end,
+    gated_response_logprobs,
     screen_sources,
     source_token_owners,
 )
@@ -50,56 +51,116 @@ def test_token_owners_cover_each_source_text(case):
     assert (owners == -1).any()  # template and query tokens belong to no source
 
 
+def response_loglik(case, gates, past=None, owners=None) -> torch.Tensor:
+    logprobs = gated_response_logprobs(
+        case.model, case.builder, case.response_ids, gates, owners, past
+    )
+    targets = torch.tensor(case.response_ids)[None, :, None].expand(len(gates), -1, -1)
+    return logprobs.gather(-1, targets)[..., 0].sum(-1)
+
+
 def test_ungated_likelihood_is_the_case_likelihood(case):
-    gates = torch.ones(case.n_sources)
     with torch.no_grad():
-        likelihood = gated_log_likelihood(case.model, case.builder, case.response_ids, gates)
+        likelihood = response_loglik(case, torch.ones(1, case.n_sources))
     expected = case.token_logprobs(case.full_mask()[None])[0].sum()
-    assert float(likelihood) == pytest.approx(expected, abs=1e-4)
+    assert float(likelihood[0]) == pytest.approx(expected, abs=1e-4)
 
 
-def test_zero_gate_masks_the_source_out_of_attention(case):
-    """alpha_i = 0 equals attending to everything but source i's tokens (a hand-made mask)."""
+def test_cached_gated_pass_equals_the_whole_sequence(case):
+    """The screen's pass over the positions after the context, on the cached context, gives
+    the log-probabilities of the whole gated sequence, row by row."""
+    gates = torch.tensor([[1.0] * case.n_sources, [0.3, 1.0, 0.0, 0.7, 1.0, 0.5]])
+    n_context = context_end(source_token_owners(case.builder))
+    with torch.no_grad():
+        whole = gated_response_logprobs(case.model, case.builder, case.response_ids, gates)
+        cached = gated_response_logprobs(
+            case.model,
+            case.builder,
+            case.response_ids,
+            gates,
+            past=case.context_cache(n_context, len(gates)),
+        )
+    torch.testing.assert_close(cached, whole, atol=1e-4, rtol=1e-4)
+
+
+def test_zero_gate_hides_the_source_from_the_positions_after_the_context(case):
+    """alpha_i = 0 equals masking source i's keys for every query after the context."""
     owners = source_token_owners(case.builder)
-    gates = torch.ones(case.n_sources)
-    gates[2] = 0.0
+    n_context = context_end(owners)
+    gates = torch.ones(1, case.n_sources)
+    gates[0, 2] = 0.0
     model, n_response = case.model, len(case.response_ids)
     sequence = case.builder.ids() + case.response_ids[:-1]
-    hidden = torch.ones(len(sequence), dtype=torch.bool)
-    hidden[: len(owners)] = torch.as_tensor(owners != 2)
+    hidden = torch.zeros(len(sequence), len(sequence), dtype=torch.bool)
+    hidden[n_context:, : len(owners)] = torch.as_tensor(owners == 2)
 
     def mask_out(scores, hook):
-        return scores.masked_fill(~hidden, float("-inf"))
+        return scores.masked_fill(hidden, float("-inf"))
 
     layers = range(adapter.n_layers(model))
     with torch.no_grad():
-        gated = gated_log_likelihood(model, case.builder, case.response_ids, gates, owners)
+        gated = response_loglik(case, gates, owners=owners)
         with model.hooks(fwd_hooks=[(adapter.attention_scores_hook(i), mask_out) for i in layers]):
             logits = adapter.forward(model, torch.tensor([sequence]), n_logits=n_response)
     targets = torch.tensor(case.response_ids)[:, None]
     masked = logits[0, -n_response:].float().log_softmax(-1).gather(-1, targets).sum()
-    assert float(gated) == pytest.approx(float(masked), abs=1e-4)
+    assert float(gated[0]) == pytest.approx(float(masked), abs=1e-4)
 
 
-def test_screen_gradient_matches_central_differences(case):
-    screen = screen_sources(case)
-    owners = source_token_owners(case.builder)
+def test_loglik_screen_matches_central_differences(case):
+    screen = screen_sources(case, proxy="loglik")
     step = 1e-3
     for index in range(case.n_sources):
-        values = []
-        for sign in (1.0, -1.0):
-            gates = torch.ones(case.n_sources, dtype=torch.float64)
-            gates[index] += sign * step
-            with torch.no_grad():
-                values.append(
-                    float(
-                        gated_log_likelihood(
-                            case.model, case.builder, case.response_ids, gates.float(), owners
-                        )
-                    )
-                )
-        finite = (values[0] - values[1]) / (2 * step)
-        assert screen.gradients[index] == pytest.approx(finite, rel=2e-2, abs=2e-3)
+        gates = torch.ones(2, case.n_sources, dtype=torch.float64)
+        gates[0, index] += step
+        gates[1, index] -= step
+        with torch.no_grad():
+            plus, minus = response_loglik(case, gates.float()).tolist()
+        finite = (plus - minus) / (2 * step)
+        assert screen.estimates[index] == pytest.approx(finite, rel=2e-2, abs=2e-3)
+
+
+def exact_fisher_diagonal(case, step: float = 1e-2) -> np.ndarray:
+    """``sum_t sum_y P_t(y) (d log P_t(y) / d alpha_i)^2`` over the whole vocabulary, with the
+    derivatives taken by central differences (brute force, no sampling)."""
+    shifts = step * torch.eye(case.n_sources)
+    gates = torch.cat([torch.ones(1, case.n_sources), 1 + shifts, 1 - shifts])
+    with torch.no_grad():
+        logprobs = gated_response_logprobs(case.model, case.builder, case.response_ids, gates)
+    plus, minus = logprobs[1 : case.n_sources + 1], logprobs[case.n_sources + 1 :]
+    derivative = (plus - minus).double() / (2 * step)  # [n, T, vocab]
+    return (logprobs[0].double().exp() * derivative**2).sum((1, 2)).numpy()
+
+
+def test_fisher_screen_is_the_second_order_jsd(case):
+    """The sampled Fisher diagonal matches the brute-force one, and ``F_ii / 8`` is the JSD of
+    a small gate change divided by its squared size."""
+    fisher = exact_fisher_diagonal(case)
+    screen = screen_sources(case, proxy="fisher", samples=2000, seed=1)
+    np.testing.assert_allclose(screen.estimates, fisher / 8, rtol=0.15)
+    step = 1e-2
+    gates = torch.ones(case.n_sources + 1, case.n_sources) - step * torch.eye(
+        case.n_sources + 1, case.n_sources
+    )
+    gates[-1] = 1.0
+    with torch.no_grad():
+        logprobs = gated_response_logprobs(case.model, case.builder, case.response_ids, gates)
+    divergence = jsd(logprobs[-1:], logprobs[:-1]).sum(-1).double().numpy()
+    np.testing.assert_allclose(divergence / step**2, fisher / 8, rtol=0.05)
+
+
+def test_screen_reuses_the_context_cache(case):
+    case.arc_jsd()  # the full-context pass exists
+    passes = case.engine.forward_passes
+    screen_sources(case)
+    assert case.engine.forward_passes == passes
+
+
+def test_screen_without_a_kept_cache_computes_the_context(tiny):
+    kept = screen_sources(Case(tiny, QUERY, DOCS, "Oslo."))
+    engine = Engine(tiny, reuse_prefix=False)
+    fresh = screen_sources(Case(tiny, QUERY, DOCS, "Oslo.", engine=engine))
+    np.testing.assert_allclose(fresh.estimates, kept.estimates, rtol=1e-3, atol=1e-8)
 
 
 def test_screen_leaves_no_hooks_and_no_gradients(case):
@@ -133,14 +194,23 @@ def test_screened_candidates_are_exact_and_rank_first(tiny, divergence):
     assert flags.sum() == 2
     np.testing.assert_allclose(screened.scores[flags], exact.scores[flags], atol=1e-12)
     assert screened.scores[flags].min() > screened.scores[~flags].max()
-    priority = np.abs(screened.metadata["screen_gradients"])
+    priority = np.abs(screened.metadata["screen_estimates"])
     assert set(np.flatnonzero(flags)) == set(np.argsort(-priority)[:2])
     assert screened.model_calls == 4
 
 
-def test_screen_rejects_nonpositive_m(case):
+def test_screen_rejects_bad_settings(case):
     with pytest.raises(ValueError, match="at least 1"):
         case.arc_jsd(screen=0)
+    with pytest.raises(ValueError, match="unknown proxy"):
+        SourceScreen(3, proxy="gradient")
+
+
+def test_configured_screen_is_used(case):
+    screened = case.arc_jsd(screen=SourceScreen(2, proxy="loglik"))
+    assert screened.metadata["screen_proxy"] == "loglik"
+    expected = screen_sources(case, proxy="loglik").candidates(2)
+    assert set(np.flatnonzero(screened.metadata["exact"])) == set(expected)
 
 
 def test_bf16_screen_is_finite_and_follows_fp32():
@@ -150,9 +220,10 @@ def test_bf16_screen_is_finite_and_follows_fp32():
         Case(tiny_model("llama", dtype=dtype), QUERY, DOCS, "Oslo.")
         for dtype in (torch.float32, torch.bfloat16)
     ]
-    full, half = (screen_sources(c).gradients for c in cases)
-    assert np.isfinite(half).all()
-    assert np.corrcoef(full, half)[0, 1] > 0.9
+    for proxy in ("loglik", "fisher"):
+        full, half = (screen_sources(c, proxy=proxy, samples=200).estimates for c in cases)
+        assert np.isfinite(half).all()
+        assert np.corrcoef(full, half)[0, 1] > 0.9
 
 
 def test_gpu_check_exits_cleanly_without_cuda():
