@@ -56,6 +56,10 @@ ESTIMATORS = {
     "pmc_shap+loo": ("pmc_shap", {}, True),
     "pmc_shap_leverage": ("pmc_shap", {"sampling": "leverage"}, False),
     "pmc_shap_leverage+loo": ("pmc_shap", {"sampling": "leverage"}, True),
+    "kernel_shap_paired_i3": ("kernel_shap", {"paired": True, "interactions": 3}, False),
+    "leverage_shap_i3": ("leverage_shap", {"interactions": 3}, False),
+    "kernel_shap_paired_i3+loo": ("kernel_shap", {"paired": True, "interactions": 3}, True),
+    "leverage_shap_i3+loo": ("leverage_shap", {"interactions": 3}, True),
 }
 BUDGETS = (16, 24, 32, 48, 64, 100)
 

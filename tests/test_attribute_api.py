@@ -62,8 +62,9 @@ def test_budgets_and_per_token_scores(case, method):
 
 def test_configured_estimator_objects(case):
     paired = case.attribute(KernelSHAP(paired=True), budget=10, seed=3)
-    assert paired.metadata["options"] == {"paired": True}
-    assert case.attribute("kernel_shap").metadata["options"] == {"paired": False}
+    defaults = {"interactions": 1, "ridge": 0.01}
+    assert paired.metadata["options"] == {"paired": True, **defaults}
+    assert case.attribute("kernel_shap").metadata["options"] == {"paired": False, **defaults}
     shapley_weights = case.attribute(BetaShapley(alpha=1.0), budget=10, seed=3)
     default = case.attribute("beta", budget=10, seed=3)
     assert shapley_weights.metadata["options"]["alpha"] == 1.0

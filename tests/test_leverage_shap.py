@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import numpy as np
 import pytest
 from scipy.special import comb
@@ -16,6 +18,8 @@ REGRESSIONS = [
     ("kernel_shap", {"paired": True}),
     ("pmc_shap", {}),
     ("mc_shap", {}),
+    ("kernel_shap", {"paired": True, "interactions": 3}),
+    ("leverage_shap", {"interactions": 3}),
 ]
 
 
@@ -145,3 +149,57 @@ def test_unbiased_over_seeds_on_a_pairwise_game_without_pairing():
     ]
     single_error = np.abs(estimates[0] - exact).max()
     assert np.abs(np.mean(estimates, axis=0) - exact).max() < 0.25 * single_error
+
+
+def third_order_game(n: int, seed: int):
+    """A random game with terms of order 1, 2 and 3 only."""
+    rng = np.random.default_rng(seed)
+    terms = [(t, rng.normal()) for size in (1, 2, 3) for t in combinations(range(n), size)]
+
+    def game(masks):
+        return sum(weight * masks[:, list(t)].all(1) for t, weight in terms)
+
+    return game
+
+
+@pytest.mark.parametrize("method", ["kernel_shap", "leverage_shap"])
+@pytest.mark.parametrize("with_known", [False, True])
+def test_interactions_full_budget_is_exact(method, with_known):
+    game = cubic_game(np.random.default_rng(5).normal(size=6))
+    known = loo_known(game, 6) if with_known else None
+    budget = 64 - 8 if with_known else 64
+    phi = shapley_values(
+        game, 6, method, budget=budget, paired=True, interactions=3, known=known
+    )
+    np.testing.assert_allclose(phi, exact_shapley(game, 6), atol=1e-9)
+
+
+@pytest.mark.parametrize("method", ["kernel_shap", "leverage_shap"])
+def test_third_order_model_recovers_a_third_order_game(method):
+    """Unpenalised order-3 terms fit a game of order 3 exactly from a partial sample (41
+    parameters, 54 coalitions); the additive fit on the same sample does not."""
+    game = third_order_game(6, 0)
+    exact = exact_shapley(game, 6)
+    third = shapley_values(game, 6, method, 54, seed=1, paired=True, interactions=3, ridge=0.0)
+    np.testing.assert_allclose(third, exact, atol=1e-8)
+    additive = shapley_values(game, 6, method, 54, seed=1, paired=True)
+    assert np.abs(additive - exact).max() > 1e-3
+
+
+def test_pairwise_terms_change_nothing_under_paired_sampling():
+    """Paired Kernel SHAP is already exact on order-2 games, so order-2 terms are inert."""
+    game = cubic_game(np.random.default_rng(6).normal(size=8))
+    for seed in range(3):
+        additive = shapley_values(game, 8, "kernel_shap", 30, seed=seed, paired=True)
+        pairwise = shapley_values(
+            game, 8, "kernel_shap", 30, seed=seed, paired=True, interactions=2, ridge=0.0
+        )
+        np.testing.assert_allclose(pairwise, additive, atol=1e-8)
+
+
+def test_interactions_reject_bad_settings():
+    game = cubic_game(np.ones(4))
+    with pytest.raises(ValueError, match="interactions"):
+        shapley_values(game, 4, "kernel_shap", 10, interactions=0)
+    with pytest.raises(ValueError, match="interaction terms"):
+        shapley_values(lambda m: m.sum(1), 40, "leverage_shap", 100, interactions=3)

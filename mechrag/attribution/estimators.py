@@ -58,19 +58,25 @@ class LeaveOneOut(Estimator):
 
 @dataclass(frozen=True)
 class KernelSHAP(Estimator):
-    """Shapley-kernel least squares with the efficiency constraint; ``paired`` adds complements."""
+    """Shapley-kernel least squares with the efficiency constraint; ``paired`` adds complements;
+    ``interactions = 3`` also fits pairwise and triple terms (``ridge``-penalised)."""
 
     name: ClassVar[str] = "kernel_shap"
     paired: bool = False
+    interactions: int = 1
+    ridge: float = 0.01
 
 
 @dataclass(frozen=True)
 class LeverageSHAP(Estimator):
     """Kernel SHAP's constrained fit on a leverage-score sample (uniform over sizes), paired,
-    without replacement, with Horvitz-Thompson weights (Musco & Witter, 2025)."""
+    without replacement, with Horvitz-Thompson weights (Musco & Witter, 2025);
+    ``interactions``/``ridge`` as for :class:`KernelSHAP`."""
 
     name: ClassVar[str] = "leverage_shap"
     paired: bool = True
+    interactions: int = 1
+    ridge: float = 0.01
 
 
 @dataclass(frozen=True)

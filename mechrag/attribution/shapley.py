@@ -9,7 +9,9 @@ subsets), which are free and do not count against the budget:
 - ``exact``: all ``2^n`` coalitions, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``;
 - ``loo``: ``v(N) - v(N \\ i)``;
 - ``kernel_shap``: Lundberg & Lee's weighted least squares with the Shapley kernel and the
-  efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling;
+  efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling,
+  and optional ridge-penalised interaction terms (``interactions=3``), whose fitted model's
+  Shapley values are returned;
 - ``leverage_shap``: Leverage SHAP (Musco & Witter, 2025), the same constrained regression on a
   sample drawn by leverage score (uniform over sizes), paired, without replacement;
 - ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
@@ -21,6 +23,8 @@ subsets), which are free and do not count against the budget:
 """
 
 from __future__ import annotations
+
+from itertools import combinations
 
 import numpy as np
 from jaxtyping import Bool, Float
@@ -95,22 +99,63 @@ def leave_one_out(value_fn: ValueFn, n_players: int, known: Known | None = None)
     return oracle.shape(full - oracle(~np.eye(n_players, dtype=bool)))
 
 
-def _constrained_wls(
-    masks: Masks, weights: np.ndarray, targets: np.ndarray, total: np.ndarray
-) -> np.ndarray:
-    """``argmin sum_k w_k (y_k - z_k . phi)^2`` subject to ``sum phi = total`` (KKT system).
+MAX_INTERACTION_TERMS = 5000
 
-    ``targets`` are ``v(S) - v(empty)``; ``lstsq`` gives the minimum-norm solution when the
-    sample under-determines ``phi``.
+
+def _interaction_sets(n_players: int, order: int) -> list[tuple[int, ...]]:
+    """Every set of 2 to ``order`` players, the interaction terms of an order-``order`` model."""
+    sets = [c for size in range(2, order + 1) for c in combinations(range(n_players), size)]
+    if len(sets) > MAX_INTERACTION_TERMS:
+        raise ValueError(
+            f"interactions={order} on {n_players} players needs {len(sets)} interaction terms "
+            f"(more than {MAX_INTERACTION_TERMS}): use interactions=1"
+        )
+    return sets
+
+
+def _constrained_wls(
+    masks: Masks,
+    weights: np.ndarray,
+    targets: np.ndarray,
+    total: np.ndarray,
+    interactions: int = 1,
+    ridge: float = 0.0,
+) -> np.ndarray:
+    """Shapley values of the weighted least-squares model of ``v(S) - v(empty)``, with the
+    model's value at the full coalition held at ``total = v(N) - v(empty)`` (KKT system).
+
+    ``interactions = 1``: Kernel SHAP's additive model ``z . phi``. ``interactions = k > 1``
+    adds a term ``c_T prod_{i in T} z_i`` for every set ``T`` of 2 to ``k`` players, penalised by
+    ``ridge * |c|^2``; the model's Shapley values ``phi_i + sum_{T containing i} c_T / |T|`` are
+    returned, efficient by the constraint. On the complete pool with kernel weights every order
+    gives the exact Shapley values; an additive game is fitted with ``c = 0`` at no penalty, so
+    it stays exact. ``lstsq`` gives the minimum-norm solution when the sample under-determines
+    the model.
     """
     n = masks.shape[1]
+    sets = _interaction_sets(n, interactions) if interactions > 1 else []
     z = masks.astype(float)
+    if sets:
+        z = np.hstack([z, np.stack([z[:, list(t)].prod(1) for t in sets], 1)])
+    width = z.shape[1]
     w = weights / weights.sum() if len(weights) else weights
-    system = np.zeros((n + 1, n + 1))
-    system[:n, :n] = z.T @ (w[:, None] * z)
-    system[:n, n] = system[n, :n] = 1.0
+    system = np.zeros((width + 1, width + 1))
+    system[:width, :width] = z.T @ (w[:, None] * z)
+    system[np.arange(n, width), np.arange(n, width)] += ridge
+    system[:width, width] = system[width, :width] = 1.0
     rhs = np.vstack([z.T @ (w[:, None] * targets), total[None]])
-    return np.linalg.lstsq(system, rhs, rcond=None)[0][:n]
+    solution = np.linalg.lstsq(system, rhs, rcond=None)[0]
+    phi = solution[:n].copy()
+    for term, players in zip(solution[n:width], sets):
+        phi[list(players)] += term / len(players)
+    return phi
+
+
+def _check_interactions(interactions: int, ridge: float) -> None:
+    if int(interactions) != interactions or interactions < 1 or ridge < 0:
+        raise ValueError(
+            f"need an integer interactions >= 1 and ridge >= 0, got {interactions}, {ridge}"
+        )
 
 
 POOL_DESIGNS = ("kernel", "leverage")
@@ -143,12 +188,20 @@ def kernel_shap(
     budget: int | None = None,
     seed: int = 0,
     paired: bool = False,
+    interactions: int = 1,
+    ridge: float = 0.01,
     known: Known | None = None,
 ) -> Estimate:
-    """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``."""
+    """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``.
+
+    ``interactions > 1`` fits interaction terms up to that order as well (ridge-penalised, see
+    ``_constrained_wls``). Paired sampling already makes the additive fit exact on games of
+    order 2, so with ``paired`` only ``interactions >= 3`` can change the estimate.
+    """
+    _check_interactions(interactions, ridge)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
-    return oracle.shape(_constrained_wls(masks, weights, targets, total))
+    return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
 
 
 def leverage_shap(
@@ -157,6 +210,8 @@ def leverage_shap(
     budget: int | None = None,
     seed: int = 0,
     paired: bool = True,
+    interactions: int = 1,
+    ridge: float = 0.01,
     known: Known | None = None,
 ) -> Estimate:
     """Leverage SHAP (Musco & Witter, ICLR 2025): Kernel SHAP's constrained regression on a
@@ -164,12 +219,14 @@ def leverage_shap(
 
     Sizes that fit are enumerated; sampled coalitions carry Horvitz-Thompson weights
     ``kernel(s) / P(S in sample)`` (see ``leverage_coalitions``). Efficiency holds exactly and
-    a budget covering every coalition gives exact Shapley values.
+    a budget covering every coalition gives exact Shapley values. ``interactions``/``ridge``:
+    as in :func:`kernel_shap`.
     """
+    _check_interactions(interactions, ridge)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     rng = np.random.default_rng(seed)
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design="leverage")
-    return oracle.shape(_constrained_wls(masks, weights, targets, total))
+    return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
 
 
 def _complete_sizes(masks: Masks) -> Bool[np.ndarray, " n_masks"]:
