@@ -69,7 +69,7 @@ def main() -> int:
         print(f"skipped: the {PACKAGE!r} package is not installed (pip install -e '.[peers]')")
         return 0
     torch.set_num_threads(args.threads)
-    model = load_model(device="cpu")
+    model = load_model()
     print(f"threads={args.threads}  examples={args.n}  ablations={args.ablations}")
     print("| ablations | mechrag s | package s | package / mechrag | pearson | top-1 agree |")
     print("|---|---|---|---|---|---|")

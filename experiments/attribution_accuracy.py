@@ -176,7 +176,7 @@ def main() -> None:
         print(
             "context-cite package not installed: its rows are skipped (pip install -e '.[peers]')"
         )
-    model = load_model(device="cpu")
+    model = load_model()
     print(f"threads={args.threads}  examples per data set={args.n}  methods={len(methods)}")
     for dataset in args.datasets:
         for example in load(dataset, args.n, args.distractors):

@@ -130,3 +130,26 @@ def test_component_spearman_uses_the_metric():
     )
     expected = stats.spearmanr(result.scores, result.gains)
     assert result.spearman() == pytest.approx((expected.statistic, expected.pvalue))
+
+
+def test_agreement_plot_draws_one_distinct_line_per_method():
+    import matplotlib
+    import pandas as pd
+
+    from mechrag.plots.agreement import plot_agreement
+
+    matplotlib.use("Agg")
+    methods = [f"m{i}" for i in range(22)]
+    table = pd.DataFrame(
+        [
+            {"method": m, "budget": b, "pearson": 0.9, "kendall": 0.8}
+            for m in methods
+            for b in (16, 32)
+        ]
+    )
+    fig = plot_agreement(table, metrics=("pearson", "kendall"))
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == sorted(methods)
+    looks = {(line.get_color(), line.get_linestyle()) for line in lines[:20]}
+    assert len(looks) == 20  # tab20: no two of the first 20 methods look alike
+    assert len(fig.axes[1].get_lines()) == len(methods)

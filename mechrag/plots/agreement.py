@@ -21,9 +21,20 @@ def plot_agreement(
     fig, axes = plt.subplots(
         1, len(metrics), figsize=(4.0 * len(metrics), 3.4), layout="constrained", squeeze=False
     )
+    colours = plt.get_cmap("tab20").colors
     for ax, metric in zip(axes[0], metrics):
-        for method, rows in table.sort_values("budget").groupby("method", sort=True):
-            (line,) = ax.plot(rows["budget"], rows[metric], marker="o", ms=3, label=method)
+        groups = table.sort_values("budget").groupby("method", sort=True)
+        for index, (method, rows) in enumerate(groups):
+            # tab20 pairs a dark and a light shade of each hue: the light one is dashed.
+            (line,) = ax.plot(
+                rows["budget"],
+                rows[metric],
+                marker="o",
+                ms=3,
+                color=colours[index % len(colours)],
+                ls="-" if index % 2 == 0 else "--",
+                label=method,
+            )
             if f"{metric}_sd" in rows:
                 low, high = rows[metric] - rows[f"{metric}_sd"], rows[metric] + rows[f"{metric}_sd"]
                 ax.fill_between(rows["budget"], low, high, color=line.get_color(), alpha=0.12)
