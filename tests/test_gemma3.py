@@ -77,3 +77,36 @@ def test_prefix_reuse_is_off_beyond_the_window_and_scores_stay_exact(gemma):
     logprobs, divergences = unbatched_uncached(gemma, case, masks)
     np.testing.assert_allclose(case.token_logprobs(masks), logprobs, atol=2e-3)
     np.testing.assert_allclose(case.token_divergences(masks), divergences, atol=2e-4)
+
+
+@pytest.mark.parametrize("beyond_window", [False, True])
+def test_screen_pass_on_the_cached_context_equals_the_whole_sequence(gemma, beyond_window):
+    """The screen's gated pass over the positions after the context, on the context's cache,
+    equals the whole gated sequence: inside the window (the reference pass's cache) and beyond
+    it (a fresh context pass, whose sliding-window layers keep only recent keys)."""
+    from mechrag.attribution.screening import (
+        context_end,
+        gated_response_logprobs,
+        source_token_owners,
+    )
+
+    filler = [f"Filler sentence number {i} says nothing much at all." for i in range(80)]
+    sources = [SOURCES[0], " ".join(filler[:50]), SOURCES[2]] if beyond_window else SOURCES
+    case = Case(gemma, QUERY, sources, RESPONSE)
+    assert (len(case.builder.ids()) > 512) == beyond_window
+    gates = torch.tensor([[1.0, 1.0, 1.0], [0.2, 1.0, 0.0]])
+    n_context = context_end(source_token_owners(case.builder))
+    with torch.no_grad():
+        whole = gated_response_logprobs(gemma, case.builder, case.response_ids, gates)
+        cached = gated_response_logprobs(
+            gemma,
+            case.builder,
+            case.response_ids,
+            gates,
+            past=case.context_cache(n_context, len(gates)),
+        )
+    torch.testing.assert_close(cached, whole, atol=2e-3, rtol=0)
+    assert not torch.allclose(whole[0], whole[1], atol=1e-2)  # the gates took effect
+    screened = case.arc_jsd(screen=case.n_sources)
+    assert np.all(np.array(screened.metadata["screen_estimates"]) > 0)
+    np.testing.assert_allclose(screened.scores, case.arc_jsd().scores, atol=1e-12)
