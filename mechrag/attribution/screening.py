@@ -24,9 +24,9 @@ positions. Removing source ``i`` (``delta = -e_i``) then costs ``F_ii / 8`` nats
 ``samples`` seeded probes: random signs ``e_kty`` and ``F_ii ~ mean_k (d/d alpha_i sum_ty e_kty
 sqrt(P_t(y)) log P_t(y))^2`` (the cross terms have zero mean). One backward pass serves each
 probe; signs over the whole vocabulary bound the relative variance, where drawing one token per
-position misses rare tokens whose probability the source moves (on three HotpotQA cases, 4
-sign probes ranked the sources like a 256-probe reference with Spearman .93, 4 drawn tokens .84).
-The ``loglik`` proxy is the first-order change of the
+position misses rare tokens whose probability the source moves (``benchmarks/screen_probes.py``:
+on two HotpotQA cases, Spearman with a 256-probe reference was .88-.89 for 4 sign probes and
+.75-.81 for 4 drawn tokens, .94-.98 for 8 sign probes). The ``loglik`` proxy is the first-order change of the
 response's own log-likelihood, ``|dLL/dalpha_i|``: one row instead of ``samples``, but on
 HotpotQA it ranks worse (``experiments/RESULTS.md``).
 
