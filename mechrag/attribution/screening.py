@@ -26,9 +26,9 @@ sqrt(P_t(y)) log P_t(y))^2`` (the cross terms have zero mean). One backward pass
 probe; signs over the whole vocabulary bound the relative variance, where drawing one token per
 position misses rare tokens whose probability the source moves (``benchmarks/screen_probes.py``:
 on two HotpotQA cases, Spearman with a 256-probe reference was .88-.89 for 4 sign probes and
-.75-.81 for 4 drawn tokens, .94-.98 for 8 sign probes). The ``loglik`` proxy is the first-order change of the
-response's own log-likelihood, ``|dLL/dalpha_i|``: one row instead of ``samples``, but on
-HotpotQA it ranks worse (``experiments/RESULTS.md``).
+.75-.81 for 4 drawn tokens, .94-.98 for 8 sign probes). The ``loglik`` proxy is the first-order
+change of the response's own log-likelihood, ``|dLL/dalpha_i|``: one row instead of
+``samples``, but on HotpotQA it ranks worse (``experiments/RESULTS.md``).
 
 Precision: the gate is added in float32 and its gradient is reduced in float32; the rest of the
 backward runs in the model's dtype (bf16 stays bf16).
