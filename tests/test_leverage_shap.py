@@ -201,5 +201,8 @@ def test_interactions_reject_bad_settings():
     game = cubic_game(np.ones(4))
     with pytest.raises(ValueError, match="interactions"):
         shapley_values(game, 4, "kernel_shap", 10, interactions=0)
+    scored = []
     with pytest.raises(ValueError, match="interaction terms"):
-        shapley_values(lambda m: m.sum(1), 40, "leverage_shap", 100, interactions=3)
+        shapley_values(lambda m: scored.append(m) or m.sum(1), 40, "leverage_shap", 100,
+                       interactions=3)
+    assert scored == []  # refused before any coalition was scored

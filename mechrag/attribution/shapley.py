@@ -151,11 +151,13 @@ def _constrained_wls(
     return phi
 
 
-def _check_interactions(interactions: int, ridge: float) -> None:
+def _check_interactions(interactions: int, ridge: float, n_players: int) -> None:
+    """Reject bad settings before any coalition is scored (scoring is the expensive part)."""
     if int(interactions) != interactions or interactions < 1 or ridge < 0:
         raise ValueError(
             f"need an integer interactions >= 1 and ridge >= 0, got {interactions}, {ridge}"
         )
+    _interaction_sets(n_players, int(interactions))
 
 
 POOL_DESIGNS = ("kernel", "leverage")
@@ -198,7 +200,7 @@ def kernel_shap(
     ``_constrained_wls``). Paired sampling already makes the additive fit exact on games of
     order 2, so with ``paired`` only ``interactions >= 3`` can change the estimate.
     """
-    _check_interactions(interactions, ridge)
+    _check_interactions(interactions, ridge, n_players)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
     return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
@@ -222,7 +224,7 @@ def leverage_shap(
     a budget covering every coalition gives exact Shapley values. ``interactions``/``ridge``:
     as in :func:`kernel_shap`.
     """
-    _check_interactions(interactions, ridge)
+    _check_interactions(interactions, ridge, n_players)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     rng = np.random.default_rng(seed)
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design="leverage")
