@@ -184,6 +184,25 @@ def _kernel_pool(
     return masks, weights, oracle(masks) - empty, full - empty
 
 
+def _regression(
+    value_fn: ValueFn,
+    n_players: int,
+    budget: int | None,
+    seed: int,
+    paired: bool,
+    design: str,
+    interactions: int,
+    ridge: float,
+    known: Known | None,
+) -> Estimate:
+    """One pool drawn by ``design``, scored once, one constrained fit (Kernel/Leverage SHAP)."""
+    _check_interactions(interactions, ridge, n_players)
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
+    rng = np.random.default_rng(seed)
+    masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design)
+    return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
+
+
 def kernel_shap(
     value_fn: ValueFn,
     n_players: int,
@@ -200,10 +219,9 @@ def kernel_shap(
     ``_constrained_wls``). Paired sampling already makes the additive fit exact on games of
     order 2, so with ``paired`` only ``interactions >= 3`` can change the estimate.
     """
-    _check_interactions(interactions, ridge, n_players)
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    masks, weights, targets, total = _kernel_pool(oracle, np.random.default_rng(seed), paired)
-    return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
+    return _regression(
+        value_fn, n_players, budget, seed, paired, "kernel", interactions, ridge, known
+    )
 
 
 def leverage_shap(
@@ -224,11 +242,9 @@ def leverage_shap(
     a budget covering every coalition gives exact Shapley values. ``interactions``/``ridge``:
     as in :func:`kernel_shap`.
     """
-    _check_interactions(interactions, ridge, n_players)
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    rng = np.random.default_rng(seed)
-    masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design="leverage")
-    return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
+    return _regression(
+        value_fn, n_players, budget, seed, paired, "leverage", interactions, ridge, known
+    )
 
 
 def _complete_sizes(masks: Masks) -> Bool[np.ndarray, " n_masks"]:
