@@ -45,6 +45,7 @@ ESTIMATORS = {
     "kernel_shap": ("kernel_shap", {}, False),
     "kernel_shap_paired": ("kernel_shap", {"paired": True}, False),
     "leverage_shap": ("leverage_shap", {}, False),
+    "leverage_shap_uniform": ("leverage_shap", {"balanced": False}, False),
     "leverage_shap_unpaired": ("leverage_shap", {"paired": False}, False),
     "pmc_shap": ("pmc_shap", {}, False),
     "mc_shap": ("mc_shap", {}, False),
@@ -53,13 +54,18 @@ ESTIMATORS = {
     "contextcite": ("contextcite", {}, False),
     "kernel_shap_paired+loo": ("kernel_shap", {"paired": True}, True),
     "leverage_shap+loo": ("leverage_shap", {}, True),
+    "leverage_shap_uniform+loo": ("leverage_shap", {"balanced": False}, True),
     "pmc_shap+loo": ("pmc_shap", {}, True),
-    "pmc_shap_leverage": ("pmc_shap", {"sampling": "leverage"}, False),
-    "pmc_shap_leverage+loo": ("pmc_shap", {"sampling": "leverage"}, True),
+    "pmc_shap_balanced+loo": ("pmc_shap", {"sampling": "balanced"}, True),
     "kernel_shap_paired_i3": ("kernel_shap", {"paired": True, "interactions": 3}, False),
     "leverage_shap_i3": ("leverage_shap", {"interactions": 3}, False),
     "kernel_shap_paired_i3+loo": ("kernel_shap", {"paired": True, "interactions": 3}, True),
     "leverage_shap_i3+loo": ("leverage_shap", {"interactions": 3}, True),
+    "leverage_shap_uniform_i3+loo": (
+        "leverage_shap",
+        {"balanced": False, "interactions": 3},
+        True,
+    ),
 }
 BUDGETS = (16, 24, 32, 48, 64, 100)
 

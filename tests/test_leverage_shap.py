@@ -15,6 +15,8 @@ from mechrag.attribution.shapley import SAMPLED, exact_shapley, shapley_values
 REGRESSIONS = [
     ("leverage_shap", {}),
     ("leverage_shap", {"paired": False}),
+    ("leverage_shap", {"balanced": False}),
+    ("pmc_shap", {"sampling": "balanced"}),
     ("kernel_shap", {"paired": True}),
     ("pmc_shap", {}),
     ("mc_shap", {}),
@@ -33,13 +35,16 @@ def loo_known(value, n: int):
     return masks, value(masks)
 
 
+@pytest.mark.parametrize("balanced", [True, False])
 @pytest.mark.parametrize("paired", [True, False])
 @pytest.mark.parametrize("with_known", [False, True])
-def test_full_budget_is_exact(paired, with_known):
+def test_full_budget_is_exact(paired, with_known, balanced):
     game = cubic_game(np.random.default_rng(0).normal(size=6))
     known = loo_known(game, 6) if with_known else None
     budget = 64 - 8 if with_known else 64
-    phi = shapley_values(game, 6, "leverage_shap", budget=budget, paired=paired, known=known)
+    phi = shapley_values(
+        game, 6, "leverage_shap", budget, paired=paired, balanced=balanced, known=known
+    )
     np.testing.assert_allclose(phi, exact_shapley(game, 6), atol=1e-9)
 
 
@@ -54,31 +59,34 @@ def test_additive_game_recovered_and_efficiency_exact(method, options):
     assert phi.sum() == pytest.approx(total, rel=1e-9)
 
 
+@pytest.mark.parametrize("balanced", [False, True])
 @pytest.mark.parametrize("paired", [True, False])
-def test_weighted_normal_equations_are_unbiased(paired):
+def test_weighted_normal_equations_are_unbiased(paired, balanced):
     """E[sum over the sample of w/pi z z^T] = sum over all coalitions of w z z^T (Horvitz-
-    Thompson), for a budget that enumerates sizes {1, 7} and samples the rest."""
+    Thompson), for a budget that enumerates sizes {1, 7} and samples the rest (balanced: all
+    sizes are sampled, as {1, 7} would take more than half the budget)."""
     n, draws = 8, 800
     masks = all_masks(n)[1:-1]
     full = (masks.T * shapley_kernel(masks.sum(1), n)) @ masks
     mean = np.zeros((n, n))
     rng = np.random.default_rng(0)
     for _ in range(draws):
-        sample, weights = leverage_coalitions(rng, n, 30, paired=paired)
+        sample, weights = leverage_coalitions(rng, n, 30, paired=paired, balanced=balanced)
         z = sample.astype(float)
         mean += (z.T * weights) @ z / draws
     np.testing.assert_allclose(mean, full, rtol=0.04)
 
 
+@pytest.mark.parametrize("balanced", [False, True])
 @pytest.mark.parametrize("paired", [True, False])
-def test_sizes_follow_leverage_scores(paired):
+def test_sizes_follow_leverage_scores(paired, balanced):
     """With no size group affordable, sampled sizes are uniform over 1..n-1 (leverage score
     1 / C(n, s) per coalition); chi-square over many seeded draws."""
     n, n_new = 10, 16
     counts = np.zeros(n + 1)
     rng = np.random.default_rng(42)
     for _ in range(400):
-        sample, _ = leverage_coalitions(rng, n, n_new, paired=paired)
+        sample, _ = leverage_coalitions(rng, n, n_new, paired=paired, balanced=balanced)
         assert len(sample) == n_new and len({row.tobytes() for row in sample}) == n_new
         counts += np.bincount(sample.sum(1), minlength=n + 1)
     observed = counts[1:n]
@@ -88,12 +96,14 @@ def test_sizes_follow_leverage_scores(paired):
     assert chisquare(observed, expected).pvalue < 1e-6  # the test can tell kernel sampling
 
 
-def test_inclusion_probability_within_a_size_is_uniform():
-    """Each coalition of a sampled size is drawn equally often (uniform without replacement)."""
+@pytest.mark.parametrize("balanced", [False, True])
+def test_inclusion_probability_within_a_size_is_uniform(balanced):
+    """Each coalition of a sampled size is drawn equally often (uniform without replacement;
+    balanced: by the rule's symmetry under relabelling players, with random ties)."""
     n, rng = 6, np.random.default_rng(3)
     seen: dict[bytes, int] = {}
     for _ in range(2000):
-        sample, _ = leverage_coalitions(rng, n, 8, paired=False)
+        sample, _ = leverage_coalitions(rng, n, 8, paired=False, balanced=balanced)
         for row in sample[sample.sum(1) == 2]:
             seen[row.tobytes()] = seen.get(row.tobytes(), 0) + 1
     assert len(seen) == comb(n, 2, exact=True)
@@ -119,8 +129,10 @@ def test_budget_counts_only_new_coalitions_and_known_are_never_rescored(method, 
     assert len(seen) <= budget
 
 
-def test_known_leave_one_out_rows_make_the_first_size_group_cheaper():
-    """With the n leave-one-out coalitions known, sizes {1, n-1} cost n calls, not 2n."""
+@pytest.mark.parametrize("balanced,budget", [(False, 8), (True, 16)])
+def test_known_leave_one_out_rows_make_the_first_size_group_cheaper(balanced, budget):
+    """With the n leave-one-out coalitions known, sizes {1, n-1} cost n calls, not 2n (the
+    balanced design enumerates a group only within half the budget, hence 2n here)."""
     n = 8
     game = cubic_game(np.random.default_rng(6).normal(size=n))
     seen: list[np.ndarray] = []
@@ -129,8 +141,28 @@ def test_known_leave_one_out_rows_make_the_first_size_group_cheaper():
         seen.extend(masks)
         return game(masks)
 
-    shapley_values(recording, n, "leverage_shap", budget=n, known=loo_known(game, n))
-    assert sorted(int(m.sum()) for m in seen) == [1] * n
+    known = loo_known(game, n)
+    shapley_values(recording, n, "leverage_shap", budget, balanced=balanced, known=known)
+    sizes = sorted(int(m.sum()) for m in seen)
+    assert sizes.count(1) == n and len(sizes) == budget and n - 1 not in sizes
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_balanced_design_spreads_pairs_evenly(paired):
+    """The balanced design's point: over the sampled coalitions, the number of times each pair
+    of players occurs together varies far less than under uniform draws (same sizes)."""
+    n = 8
+    known = frozenset(row.tobytes() for row in loo_known(cubic_game(np.ones(n)), n)[0])
+
+    def pair_count_variance(balanced: bool, seed: int) -> float:
+        rng = np.random.default_rng(seed)
+        sample, _ = leverage_coalitions(rng, n, 24, paired, known, balanced=balanced)
+        sampled = sample[(sample.sum(1) > 1) & (sample.sum(1) < n - 1)].astype(float)
+        return float((sampled.T @ sampled)[np.triu_indices(n, 1)].var())
+
+    uniform = np.mean([pair_count_variance(False, seed) for seed in range(20)])
+    balanced = np.mean([pair_count_variance(True, seed) for seed in range(20)])
+    assert balanced < 0.5 * uniform
 
 
 def test_unbiased_over_seeds_on_a_pairwise_game_without_pairing():

@@ -70,11 +70,13 @@ class KernelSHAP(Estimator):
 @dataclass(frozen=True)
 class LeverageSHAP(Estimator):
     """Kernel SHAP's constrained fit on a leverage-score sample (uniform over sizes), paired,
-    without replacement, with Horvitz-Thompson weights (Musco & Witter, 2025);
-    ``interactions``/``ridge`` as for :class:`KernelSHAP`."""
+    without replacement, with Horvitz-Thompson weights (Musco & Witter, 2025); ``balanced``
+    spreads players, pairs and triples evenly within each size (``False``: uniform draws, as in
+    the paper); ``interactions``/``ridge`` as for :class:`KernelSHAP`."""
 
     name: ClassVar[str] = "leverage_shap"
     paired: bool = True
+    balanced: bool = True
     interactions: int = 1
     ridge: float = 0.01
 
@@ -82,8 +84,8 @@ class LeverageSHAP(Estimator):
 @dataclass(frozen=True)
 class PMCSHAP(Estimator):
     """Paired pool scored once, ``refits`` Kernel SHAP fits on ``fraction`` of its sampled pairs
-    (RAG-E); the per-output-token probability game by default; ``sampling="leverage"`` draws
-    the pool by leverage score."""
+    (RAG-E); the per-output-token probability game by default; ``sampling="leverage"`` or
+    ``"balanced"`` draws the pool by leverage score (see :class:`LeverageSHAP`)."""
 
     name: ClassVar[str] = "pmc_shap"
     default_value: ClassVar[str] = "token_prob"

@@ -138,18 +138,19 @@ def _size_groups(n_players: int) -> list[list[int]]:
 
 
 def _enumerate_groups(
-    n_players: int, n_new: int, known: frozenset[bytes]
+    n_players: int, n_new: int, known: frozenset[bytes], share: float = 1.0
 ) -> tuple[list[np.ndarray], list[list[int]], int]:
     """Enumerate whole size groups, smallest first, while their not-yet-known members fit in
-    ``n_new``; return the enumerated coalitions, the groups left over and the budget left."""
+    ``share`` of the budget still left; return the enumerated coalitions, the groups left over
+    and the budget left."""
     groups, enumerated, left = _size_groups(n_players), [], n_new
     while groups:
         population = sum(comb(n_players, s, exact=True) for s in groups[0])
-        if population - len(known) > left:  # cheap bound before listing the members
+        if population - len(known) > share * left:  # cheap bound before listing the members
             break
         members = [row for s in groups[0] for row in _coalitions_of_size(n_players, s)]
         cost = sum(row.tobytes() not in known for row in members)
-        if cost > left:
+        if cost > share * left:
             break
         enumerated.extend(members)
         left -= cost
@@ -245,6 +246,7 @@ def leverage_coalitions(
     n_new: int,
     paired: bool = True,
     known: frozenset[bytes] = frozenset(),
+    balanced: bool = False,
 ) -> tuple[Masks, Float[np.ndarray, " n_masks"]]:
     """Leverage SHAP's design (Musco & Witter, 2025): non-trivial coalitions, at most ``n_new``
     not in ``known``, with importance-weighted Shapley-kernel regression weights.
@@ -258,8 +260,14 @@ def leverage_coalitions(
     is then in the sample with probability ``pi_s = t_s / C(n, s)``, and its regression weight is
     the Horvitz-Thompson ``kernel(s) / pi_s``: the weighted normal equations are unbiased for
     the full ones, whatever the realised counts, and a complete sample is exact.
+
+    ``balanced``: each size's coalitions are chosen by :func:`_balanced_draws` (players, pairs
+    and triples spread evenly over the whole sample) instead of uniformly; inclusion
+    probabilities, hence weights, are unchanged. A size group is then enumerated only while it
+    takes at most half of the budget left, so that the budget also reaches the middle sizes.
     """
-    enumerated, groups, left = _enumerate_groups(n_players, n_new, known)
+    share = 0.5 if balanced else 1.0
+    enumerated, groups, left = _enumerate_groups(n_players, n_new, known, share)
     masks = np.array(enumerated, dtype=bool).reshape(-1, n_players)
     weights = shapley_kernel(masks.sum(1), n_players)
     sizes = [s for group in groups for s in group]
@@ -277,7 +285,11 @@ def leverage_coalitions(
         groups, units, _systematic_round(units, rng), per_size
     ):
         inclusion = target * multiplicity / comb(n_players, group[0])  # same for n - s
-        for mask in _distinct_draws(rng, n_players, group[0], count, paired):
+        if balanced:
+            chosen = _balanced_draws(rng, n_players, group[0], count, paired, drawn)
+        else:
+            chosen = _distinct_draws(rng, n_players, group[0], count, paired)
+        for mask in chosen:
             for row in [mask, ~mask] if paired else [mask]:
                 drawn.append(row)
                 drawn_weights.append(shapley_kernel(row.sum(), n_players) / inclusion)
@@ -297,3 +309,60 @@ def _distinct_draws(
         key = min(mask.tobytes(), (~mask).tobytes()) if paired else mask.tobytes()
         seen.setdefault(key, mask)
     return list(seen.values())
+
+
+BALANCE_POOL = 2000  # candidates per size for a balanced draw (all of them below this)
+
+
+def _overlap_penalty(
+    candidates: Bool[np.ndarray, "m n"], rows: Bool[np.ndarray, "k n"]
+) -> Float[np.ndarray, " m"]:
+    """How many single players, ordered pairs and ordered triples each candidate shares with
+    ``rows``, weighted ``n^2 : n : 1`` so that spreading players comes first, then pairs, then
+    triples: with ``o`` the overlap with a row, ``sum over rows of n^2 o + n o^2 + o^3``."""
+    n = candidates.shape[1]
+    overlap = candidates.astype(float) @ rows.astype(float).T
+    return (n * n * overlap + n * overlap**2 + overlap**3).sum(1)
+
+
+def _balanced_draws(
+    rng: np.random.Generator,
+    n_players: int,
+    size: int,
+    count: int,
+    paired: bool,
+    chosen: list[np.ndarray],
+) -> list[np.ndarray]:
+    """``count`` distinct coalitions of ``size`` (distinct complement pairs if ``paired``),
+    each in turn the candidate that shares the fewest players, pairs and triples with the rows
+    ``chosen`` so far and those it adds (see :func:`_overlap_penalty`); ties go uniformly at
+    random.
+
+    A greedy approximation of a balanced block design: the sample's co-occurrence counts, and so
+    its regression Gram matrix, are close to the population's, so less of the game's
+    interactions leaks into the fitted Shapley values than with uniform draws. The rule does not
+    depend on player labels and breaks ties uniformly, so every coalition of ``size`` has the
+    same inclusion probability as under uniform draws (the Horvitz-Thompson weights still hold).
+    Candidates are every coalition of ``size`` up to ``BALANCE_POOL``, else a uniform sample of
+    that many.
+    """
+    population = comb(n_players, size, exact=True)
+    if population <= BALANCE_POOL:
+        pool = np.array(_coalitions_of_size(n_players, size))
+        if paired and 2 * size == n_players:  # one representative per complement pair
+            pool = pool[pool[:, 0]]
+    else:
+        draws = min(population, max(BALANCE_POOL, 2 * count))
+        pool = np.array(_distinct_draws(rng, n_players, size, draws, paired))
+    sides = [pool, ~pool] if paired else [pool]
+    penalty = np.zeros(len(pool))
+    if chosen:
+        penalty += sum(_overlap_penalty(side, np.array(chosen)) for side in sides)
+    picked = []
+    for _ in range(count):
+        best = rng.choice(np.flatnonzero(penalty == penalty.min()))
+        picked.append(pool[best])
+        added = np.array([pool[best], ~pool[best]] if paired else [pool[best]])
+        penalty += sum(_overlap_penalty(side, added) for side in sides)
+        penalty[best] = np.inf
+    return picked

@@ -13,7 +13,8 @@ subsets), which are free and do not count against the budget:
   and optional ridge-penalised interaction terms (``interactions=3``), whose fitted model's
   Shapley values are returned;
 - ``leverage_shap``: Leverage SHAP (Musco & Witter, 2025), the same constrained regression on a
-  sample drawn by leverage score (uniform over sizes), paired, without replacement;
+  sample drawn by leverage score (uniform over sizes), paired, without replacement; by default
+  each size's coalitions are balanced (players, pairs and triples spread evenly);
 - ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
   fits on random halves of its pairs, averaged; ``mc_shap``: the same without pairing;
 - ``tmc``: truncated Monte-Carlo permutation sampling (Ghorbani & Zou, 2019);
@@ -160,7 +161,7 @@ def _check_interactions(interactions: int, ridge: float, n_players: int) -> None
     _interaction_sets(n_players, int(interactions))
 
 
-POOL_DESIGNS = ("kernel", "leverage")
+POOL_DESIGNS = ("kernel", "leverage", "balanced")
 
 
 def _kernel_pool(
@@ -170,17 +171,20 @@ def _kernel_pool(
 
     With a budget covering all ``2^n`` coalitions the pool is complete with exact kernel weights
     (so the fit is exact); otherwise ``design`` picks the sample: ``kernel`` (see
-    ``kernel_coalitions``) or ``leverage`` (see ``leverage_coalitions``). Known coalitions are
-    free and, where a design enumerates their size group, used.
+    ``kernel_coalitions``), ``leverage`` or ``balanced`` (see ``leverage_coalitions``). Known
+    coalitions are free and, where a design enumerates their size group, used.
     """
     n = oracle.n_players
     empty, full = _endpoints(oracle)
     if oracle.covers_all():
         masks = all_masks(n)[1:-1]
         weights = shapley_kernel(masks.sum(1), n)
+    elif design == "kernel":
+        masks, weights = kernel_coalitions(rng, n, oracle.remaining, paired, oracle.known)
     else:
-        sample = kernel_coalitions if design == "kernel" else leverage_coalitions
-        masks, weights = sample(rng, n, oracle.remaining, paired, oracle.known)
+        masks, weights = leverage_coalitions(
+            rng, n, oracle.remaining, paired, oracle.known, balanced=design == "balanced"
+        )
     return masks, weights, oracle(masks) - empty, full - empty
 
 
@@ -230,6 +234,7 @@ def leverage_shap(
     budget: int | None = None,
     seed: int = 0,
     paired: bool = True,
+    balanced: bool = True,
     interactions: int = 1,
     ridge: float = 0.01,
     known: Known | None = None,
@@ -241,9 +246,16 @@ def leverage_shap(
     ``kernel(s) / P(S in sample)`` (see ``leverage_coalitions``). Efficiency holds exactly and
     a budget covering every coalition gives exact Shapley values. ``interactions``/``ridge``:
     as in :func:`kernel_shap`.
+
+    ``balanced`` (default): within each size, coalitions are chosen to spread players, pairs and
+    triples evenly over the sample, with the same inclusion probabilities, and a size group is
+    enumerated only while it takes at most half of the budget left (see
+    ``leverage_coalitions``); ``balanced=False`` draws them uniformly, as in the paper. On
+    HotpotQA games the balanced design is the more accurate (``experiments/RESULTS.md``).
     """
+    design = "balanced" if balanced else "leverage"
     return _regression(
-        value_fn, n_players, budget, seed, paired, "leverage", interactions, ridge, known
+        value_fn, n_players, budget, seed, paired, design, interactions, ridge, known
     )
 
 
@@ -318,7 +330,8 @@ def pmc_shap(
 ) -> Estimate:
     """Paired Monte-Carlo Kernel SHAP (RAG-E): one paired pool, ``refits`` fits on subsets of
     its complement pairs, averaged. ``sampling``: how the pool is drawn, ``kernel`` (RAG-E,
-    see ``kernel_coalitions``) or ``leverage`` (Leverage SHAP's design and weights).
+    see ``kernel_coalitions``), ``leverage`` or ``balanced`` (Leverage SHAP's designs and
+    weights, see ``leverage_coalitions``).
 
     The pool (``budget`` distinct coalitions, default ``min(2^n, 10 n)``) always holds the
     empty and full coalitions and each sampled coalition with its complement; it is scored once,
