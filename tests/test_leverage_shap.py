@@ -9,6 +9,7 @@ import pytest
 from scipy.special import comb
 from scipy.stats import chisquare
 
+from mechrag.attribution import sampling
 from mechrag.attribution.sampling import all_masks, leverage_coalitions, shapley_kernel
 from mechrag.attribution.shapley import SAMPLED, exact_shapley, shapley_values
 
@@ -145,6 +146,21 @@ def test_known_leave_one_out_rows_make_the_first_size_group_cheaper(balanced, bu
     shapley_values(recording, n, "leverage_shap", budget, balanced=balanced, known=known)
     sizes = sorted(int(m.sum()) for m in seen)
     assert sizes.count(1) == n and len(sizes) == budget and n - 1 not in sizes
+
+
+@pytest.mark.parametrize("pool", [50, 600])
+@pytest.mark.parametrize("paired", [True, False])
+def test_balanced_design_on_sizes_too_large_to_enumerate(paired, pool, monkeypatch):
+    """Past ``BALANCE_POOL`` candidates the candidates are a uniform sample. 600 lies between
+    the 462 complement pairs of size 6 (n = 12) and its 924 coalitions: paired, that group is
+    enumerated by pairs (asking for 600 distinct pairs would never end)."""
+    monkeypatch.setattr(sampling, "BALANCE_POOL", pool)
+    n, n_new = 12, 200
+    sample, weights = leverage_coalitions(
+        np.random.default_rng(0), n, n_new, paired, balanced=True
+    )
+    assert len({row.tobytes() for row in sample}) == len(sample) == n_new
+    assert (sample.sum(1) == n // 2).any() and np.all(weights > 0)
 
 
 @pytest.mark.parametrize("paired", [True, False])

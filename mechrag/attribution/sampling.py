@@ -343,16 +343,17 @@ def _balanced_draws(
     interactions leaks into the fitted Shapley values than with uniform draws. The rule does not
     depend on player labels and breaks ties uniformly, so every coalition of ``size`` has the
     same inclusion probability as under uniform draws (the Horvitz-Thompson weights still hold).
-    Candidates are every coalition of ``size`` up to ``BALANCE_POOL``, else a uniform sample of
-    that many.
+    Candidates are every coalition of ``size`` (complement pair if ``paired``) up to
+    ``BALANCE_POOL`` of them, else a uniform sample of ``BALANCE_POOL`` (or twice ``count``).
     """
-    population = comb(n_players, size, exact=True)
-    if population <= BALANCE_POOL:
+    halves = paired and 2 * size == n_players  # a coalition and its complement: one unit
+    units = comb(n_players, size, exact=True) // (2 if halves else 1)
+    if units <= BALANCE_POOL:
         pool = np.array(_coalitions_of_size(n_players, size))
-        if paired and 2 * size == n_players:  # one representative per complement pair
+        if halves:  # one representative per complement pair
             pool = pool[pool[:, 0]]
     else:
-        draws = min(population, max(BALANCE_POOL, 2 * count))
+        draws = min(units, max(BALANCE_POOL, 2 * count))
         pool = np.array(_distinct_draws(rng, n_players, size, draws, paired))
     sides = [pool, ~pool] if paired else [pool]
     penalty = np.zeros(len(pool))
