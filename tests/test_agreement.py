@@ -150,6 +150,6 @@ def test_agreement_plot_draws_one_distinct_line_per_method():
     fig = plot_agreement(table, metrics=("pearson", "kendall"))
     lines = fig.axes[0].get_lines()
     assert [line.get_label() for line in lines] == sorted(methods)
-    looks = {(line.get_color(), line.get_linestyle()) for line in lines[:20]}
-    assert len(looks) == 20  # tab20: no two of the first 20 methods look alike
+    looks = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
+    assert len(looks) == len(methods)  # no two methods look alike, past tab20's 20 colours too
     assert len(fig.axes[1].get_lines()) == len(methods)

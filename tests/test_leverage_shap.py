@@ -130,10 +130,9 @@ def test_budget_counts_only_new_coalitions_and_known_are_never_rescored(method, 
     assert len(seen) <= budget
 
 
-@pytest.mark.parametrize("balanced,budget", [(False, 8), (True, 16)])
-def test_known_leave_one_out_rows_make_the_first_size_group_cheaper(balanced, budget):
-    """With the n leave-one-out coalitions known, sizes {1, n-1} cost n calls, not 2n (the
-    balanced design enumerates a group only within half the budget, hence 2n here)."""
+@pytest.mark.parametrize("balanced", [False, True])
+def test_known_leave_one_out_rows_make_the_first_size_group_cheaper(balanced):
+    """With the n leave-one-out coalitions known, sizes {1, n-1} cost n calls, not 2n."""
     n = 8
     game = cubic_game(np.random.default_rng(6).normal(size=n))
     seen: list[np.ndarray] = []
@@ -142,10 +141,25 @@ def test_known_leave_one_out_rows_make_the_first_size_group_cheaper(balanced, bu
         seen.extend(masks)
         return game(masks)
 
-    known = loo_known(game, n)
-    shapley_values(recording, n, "leverage_shap", budget, balanced=balanced, known=known)
-    sizes = sorted(int(m.sum()) for m in seen)
-    assert sizes.count(1) == n and len(sizes) == budget and n - 1 not in sizes
+    shapley_values(recording, n, "leverage_shap", n, balanced=balanced, known=loo_known(game, n))
+    assert sorted(int(m.sum()) for m in seen) == [1] * n
+
+
+def test_balanced_design_keeps_middle_sizes_where_enumeration_would_use_them_up():
+    """8 players, leave-one-out known, 64 calls: enumerating whole groups spends all of them on
+    sizes 1 and {2, 6} (8 + 56); the balanced design enumerates a group only within half the
+    budget left (a coalition completing a known pair counts half), so sizes 3-5 are sampled."""
+    n = 8
+    known = frozenset(row.tobytes() for row in loo_known(cubic_game(np.ones(n)), n)[0])
+    sizes = {}
+    for balanced in (False, True):
+        rng = np.random.default_rng(0)
+        sample, _ = leverage_coalitions(rng, n, 64, True, known, balanced=balanced)
+        new = [row for row in sample if row.tobytes() not in known]
+        assert len(new) == 64
+        sizes[balanced] = set(sample.sum(1).tolist())
+    assert sizes[False] == {1, 2, 6, 7}
+    assert {1, 2, 3, 4, 5, 6, 7} == sizes[True]
 
 
 @pytest.mark.parametrize("pool", [50, 600])

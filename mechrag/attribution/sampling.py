@@ -141,19 +141,20 @@ def _enumerate_groups(
     n_players: int, n_new: int, known: frozenset[bytes], share: float = 1.0
 ) -> tuple[list[np.ndarray], list[list[int]], int]:
     """Enumerate whole size groups, smallest first, while their not-yet-known members fit in
-    ``share`` of the budget still left; return the enumerated coalitions, the groups left over
-    and the budget left."""
+    ``share`` of the budget still left (a member whose complement is known completes a pair and
+    counts half); return the enumerated coalitions, the groups left over and the budget left."""
     groups, enumerated, left = _size_groups(n_players), [], n_new
     while groups:
         population = sum(comb(n_players, s, exact=True) for s in groups[0])
-        if population - len(known) > share * left:  # cheap bound before listing the members
+        if population - 2 * len(known) > share * left:  # cheap bound before listing members
             break
         members = [row for s in groups[0] for row in _coalitions_of_size(n_players, s)]
-        cost = sum(row.tobytes() not in known for row in members)
-        if cost > share * left:
+        new = [row for row in members if row.tobytes() not in known]
+        completing = sum((~row).tobytes() in known for row in new)
+        if len(new) > left or len(new) - completing / 2 > share * left:
             break
         enumerated.extend(members)
-        left -= cost
+        left -= len(new)
         groups.pop(0)
     return enumerated, groups, left
 
@@ -264,7 +265,9 @@ def leverage_coalitions(
     ``balanced``: each size's coalitions are chosen by :func:`_balanced_draws` (players, pairs
     and triples spread evenly over the whole sample) instead of uniformly; inclusion
     probabilities, hence weights, are unchanged. A size group is then enumerated only while it
-    takes at most half of the budget left, so that the budget also reaches the middle sizes.
+    takes at most half of the budget left, so that the budget also reaches the middle sizes; a
+    coalition whose complement is known (a singleton once the leave-one-out subsets are) counts
+    half, as it completes a pair.
     """
     share = 0.5 if balanced else 1.0
     enumerated, groups, left = _enumerate_groups(n_players, n_new, known, share)

@@ -250,8 +250,9 @@ def leverage_shap(
     ``balanced`` (default): within each size, coalitions are chosen to spread players, pairs and
     triples evenly over the sample, with the same inclusion probabilities, and a size group is
     enumerated only while it takes at most half of the budget left (see
-    ``leverage_coalitions``); ``balanced=False`` draws them uniformly, as in the paper. On
-    HotpotQA games the balanced design is the more accurate (``experiments/RESULTS.md``).
+    ``leverage_coalitions``); ``balanced=False`` draws them uniformly and enumerates groups
+    while they fit. On HotpotQA games the balanced design is the more accurate
+    (``experiments/RESULTS.md``).
     """
     design = "balanced" if balanced else "leverage"
     return _regression(

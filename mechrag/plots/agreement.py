@@ -6,6 +6,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+MARKERS = ("o", "s", "^", "D")
+
 
 def plot_agreement(
     table: pd.DataFrame, metrics=("pearson", "kendall", "p@1"), title: str | None = None
@@ -25,11 +27,12 @@ def plot_agreement(
     for ax, metric in zip(axes[0], metrics):
         groups = table.sort_values("budget").groupby("method", sort=True)
         for index, (method, rows) in enumerate(groups):
-            # tab20 pairs a dark and a light shade of each hue: the light one is dashed.
+            # tab20 pairs a dark and a light shade of each hue: the light one is dashed; past
+            # 20 methods the palette repeats with another marker.
             (line,) = ax.plot(
                 rows["budget"],
                 rows[metric],
-                marker="o",
+                marker=MARKERS[index // len(colours) % len(MARKERS)],
                 ms=3,
                 color=colours[index % len(colours)],
                 ls="-" if index % 2 == 0 else "--",
