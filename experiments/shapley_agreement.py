@@ -20,6 +20,8 @@ and seed spread per estimator x budget) and the Pearson-vs-calls figure.
     python experiments/shapley_agreement.py score --part hotpotqa --n 4 --documents 10
     python experiments/shapley_agreement.py score --part scenarios --n 1 --documents 8
     python experiments/shapley_agreement.py compare --tables results/tables/hotpotqa_d8
+    python experiments/shapley_agreement.py versus --runs results/shapley_agreement/\
+hotpotqa_d8_logprob_runs.csv --methods leverage_shap+loo leverage_shap_uniform+loo
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import wilcoxon
 
 from mechrag import Case, Engine, Source, load_model, shapley_values
 from mechrag.data import load_hotpotqa
@@ -271,6 +274,27 @@ def compare(
     )
 
 
+def versus(runs: pd.DataFrame, first: str, second: str, metric: str = "pearson") -> pd.DataFrame:
+    """``first`` against ``second`` per budget, paired by example (each example's mean over
+    seeds): examples where ``first`` is higher, the mean difference and the two-sided Wilcoxon
+    signed-rank p-value across examples."""
+    per_game = runs.groupby(["method", "budget", "game"])[metric].mean().unstack("method")
+    rows = []
+    for budget, games in per_game[[first, second]].dropna().groupby(level="budget"):
+        a, b = games[first], games[second]
+        difference = a - b
+        rows.append(
+            {
+                "budget": budget,
+                "games": len(difference),
+                "wins": int((difference > 0).sum()),
+                "mean_difference": difference.mean(),
+                "wilcoxon_p": wilcoxon(a, b).pvalue if difference.any() else 1.0,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     stages = parser.add_subparsers(dest="stage", required=True)
@@ -291,8 +315,16 @@ def main() -> None:
         "--methods", nargs="+", choices=sorted(ESTIMATORS), default=sorted(ESTIMATORS)
     )
     comparing.add_argument("--out", type=Path, default=Path("results/shapley_agreement"))
+    pairing = stages.add_parser("versus", help="two estimators paired by example, per budget")
+    pairing.add_argument("--runs", type=Path, required=True, help="a *_runs.csv from compare")
+    pairing.add_argument("--methods", nargs=2, required=True, metavar=("FIRST", "SECOND"))
+    pairing.add_argument("--metric", default="pearson")
     args = parser.parse_args()
-    if args.stage == "score":
+    if args.stage == "versus":
+        table = versus(pd.read_csv(args.runs), *args.methods, metric=args.metric)
+        print(f"{args.methods[0]} vs {args.methods[1]} ({args.metric}, per example):")
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    elif args.stage == "score":
         import torch
 
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
