@@ -11,10 +11,11 @@ to ``<tables>/<part>_d<d>/<id>.npz``. Resumable: finished cases are skipped.
 ``token_prob``: ``exp l_t`` per token) against each estimator x budget x seed: Pearson, Kendall
 tau, top-1 agreement (same argmax as exact) and MSE (per-token games: on the ``[d, T]``
 matrix; ranking metrics on the token-summed scores), split into squared bias and variance
-over seeds. ``+loo`` estimators get the full, empty
-and leave-one-out subsets (what ARC-JSD has already scored) as free ``known`` rows: their
-budget counts only new subsets. Writes ``runs.csv`` (one row per run), ``frontier.csv`` (mean
-and seed spread per estimator x budget) and the Pearson-vs-calls figure.
+over seeds. ``+loo`` estimators get the full and leave-one-out subsets (what ARC-JSD has
+already scored, and what ``case.attribute(..., reuse_scored=True)`` hands on) as free ``known``
+rows: their budget counts only new subsets, the empty one included. Writes ``runs.csv`` (one
+row per run), ``frontier.csv`` (mean and seed spread per estimator x budget) and the
+Pearson-vs-calls figure; ``versus`` pairs two estimators by example.
 
     python experiments/shapley_agreement.py score --part hotpotqa --n 6 --documents 8
     python experiments/shapley_agreement.py score --part hotpotqa --n 4 --documents 10
@@ -43,7 +44,7 @@ from mechrag.plots.agreement import plot_agreement
 from mechrag.plots.sources import save_figure
 from mechrag.scenarios import make_scenarios
 
-# name -> (method, options, known rows: full, empty and leave-one-out subsets for free)
+# name -> (method, options, known rows: the full and leave-one-out subsets for free)
 ESTIMATORS = {
     "kernel_shap": ("kernel_shap", {}, False),
     "kernel_shap_paired": ("kernel_shap", {"paired": True}, False),
@@ -185,8 +186,8 @@ def game_values(token_logprobs: np.ndarray, value: str) -> np.ndarray:
 
 
 def loo_rows(values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Full, empty and leave-one-out subsets with their values."""
-    masks = np.vstack([np.ones((1, n), bool), np.zeros((1, n), bool), ~np.eye(n, dtype=bool)])
+    """The full and leave-one-out subsets (ARC-JSD's ``n + 1``) with their values."""
+    masks = np.vstack([np.ones((1, n), bool), ~np.eye(n, dtype=bool)])
     return masks, table_game(values)(masks)
 
 

@@ -223,12 +223,11 @@ class Case:
                 )
         return [store.subsets[k] for k in keys]
 
-    def _scored_masks(self) -> Masks | None:
-        """Every subset scored under the hooks active now (``None`` before any)."""
-        subsets = self._store().subsets
-        if not subsets:
-            return None
-        return np.stack([np.frombuffer(key, dtype=bool) for key in subsets])
+    def _scored_masks(self) -> Masks:
+        """Every subset scored under the hooks active now, the full context first: its pass
+        comes with the cache, so it is scored even before any subset is."""
+        keys = dict.fromkeys([self.full_mask().tobytes(), *self._store().subsets])
+        return np.stack([np.frombuffer(key, dtype=bool) for key in keys])
 
     def token_logprobs(self, masks: Masks) -> Float[np.ndarray, "n_masks n_response"]:
         """``log P(r_t | query, sources kept by mask, r_<t)`` per mask and response token."""
@@ -329,10 +328,11 @@ class Case:
             return game(masks)
 
         start = self._start()
-        known = self._scored_masks() if reuse_scored else None
-        if known is not None:
-            asked.update(row.tobytes() for row in known)
-            known = (known, game(known))
+        known = None
+        if reuse_scored:
+            masks = self._scored_masks()
+            asked.update(row.tobytes() for row in masks)
+            known = (masks, game(masks))
         phi = estimator(recorded, self.n_sources, budget, seed, known=known)
         return self._attribution(
             estimator.name,

@@ -95,3 +95,22 @@ def test_bad_inputs(case):
         case.token_divergences(case.leave_one_out_masks(), "hellinger")
     with pytest.raises(ValueError, match="unknown source"):
         case.localize("nope")
+
+
+def test_reuse_scored_gives_the_arc_jsd_subsets_free(case):
+    """After ARC-JSD, ``reuse_scored`` hands its n + 1 subsets (the full context and the
+    leave-one-out subsets) to the estimator as known rows: the result is the estimator run with
+    those rows, and the budget counts only new subsets."""
+    case.arc_jsd()
+    scored = case._scored_masks()
+    assert len(scored) == 5 and scored[0].all()
+    rows = case.engine.rows_scored
+    result = case.attribute(mechrag.LeverageSHAP(), budget=6, reuse_scored=True)
+    new = case.engine.rows_scored - rows
+    assert 0 < new <= 6 and result.model_calls == len(scored) + new
+    game = case.game("logprob")
+    known = (scored, game(scored))
+    expected = mechrag.shapley_values(game, 4, "leverage_shap", 6, known=known)
+    np.testing.assert_allclose(result.scores, expected)
+    alone = case.attribute(mechrag.LeverageSHAP(), budget=6)
+    assert not np.allclose(alone.scores, result.scores)  # the free rows changed the estimate

@@ -31,7 +31,7 @@ def cubic_game(a: np.ndarray):
 
 
 def loo_known(value, n: int):
-    """Full, empty and leave-one-out coalitions with their values (what ARC-JSD has scored)."""
+    """Full, empty and leave-one-out coalitions with their values (ARC-JSD's and the empty one)."""
     masks = np.vstack([np.ones((1, n), bool), np.zeros((1, n), bool), ~np.eye(n, dtype=bool)])
     return masks, value(masks)
 
