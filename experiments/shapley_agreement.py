@@ -278,7 +278,7 @@ def compare(
 def versus(runs: pd.DataFrame, first: str, second: str, metric: str = "pearson") -> pd.DataFrame:
     """``first`` against ``second`` per budget, paired by example (each example's mean over
     seeds): examples where ``first`` is higher, the mean difference and the two-sided Wilcoxon
-    signed-rank p-value across examples."""
+    signed-rank p-value across examples. Budgets or examples one of them lacks are left out."""
     per_game = runs.groupby(["method", "budget", "game"])[metric].mean().unstack("method")
     rows = []
     for budget, games in per_game[[first, second]].dropna().groupby(level="budget"):

@@ -223,10 +223,13 @@ class Case:
                 )
         return [store.subsets[k] for k in keys]
 
-    def _scored_masks(self) -> Masks:
-        """Every subset scored under the hooks active now, the full context first: its pass
-        comes with the cache, so it is scored even before any subset is."""
-        keys = dict.fromkeys([self.full_mask().tobytes(), *self._store().subsets])
+    def _scored_masks(self) -> Masks | None:
+        """Every subset scored under the hooks active now, the full context first (the cache
+        starts with its pass); ``None`` before any pass."""
+        store = self._stores.get(adapter.active_hooks(self.model))
+        if store is None:
+            return None
+        keys = dict.fromkeys([self.full_mask().tobytes(), *store.subsets])
         return np.stack([np.frombuffer(key, dtype=bool) for key in keys])
 
     def token_logprobs(self, masks: Masks) -> Float[np.ndarray, "n_masks n_response"]:
@@ -328,11 +331,10 @@ class Case:
             return game(masks)
 
         start = self._start()
-        known = None
-        if reuse_scored:
-            masks = self._scored_masks()
-            asked.update(row.tobytes() for row in masks)
-            known = (masks, game(masks))
+        known = self._scored_masks() if reuse_scored else None
+        if known is not None:
+            asked.update(row.tobytes() for row in known)
+            known = (known, game(known))
         phi = estimator(recorded, self.n_sources, budget, seed, known=known)
         return self._attribution(
             estimator.name,

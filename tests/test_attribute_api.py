@@ -114,3 +114,15 @@ def test_reuse_scored_gives_the_arc_jsd_subsets_free(case):
     np.testing.assert_allclose(result.scores, expected)
     alone = case.attribute(mechrag.LeverageSHAP(), budget=6)
     assert not np.allclose(alone.scores, result.scores)  # the free rows changed the estimate
+
+
+@pytest.mark.parametrize("method", ["tmc", "leverage_shap"])
+def test_reuse_scored_on_a_fresh_case_changes_nothing(tiny_llama, method):
+    """Before any pass nothing is scored, so there is nothing to reuse."""
+    results = [
+        Case(tiny_llama, QUERY, DOCS, "Oslo.").attribute(method, budget=6, reuse_scored=reuse)
+        for reuse in (False, True)
+    ]
+    np.testing.assert_array_equal(results[0].scores, results[1].scores)
+    assert results[0].model_calls == results[1].model_calls <= 6
+    assert results[0].forward_passes == results[1].forward_passes

@@ -162,6 +162,19 @@ def test_balanced_design_keeps_middle_sizes_where_enumeration_would_use_them_up(
     assert {1, 2, 3, 4, 5, 6, 7} == sizes[True]
 
 
+@pytest.mark.parametrize("balanced", [True, False])
+@pytest.mark.parametrize("n,paired", [(4, False), (6, True), (6, False), (8, True)])
+def test_near_full_budgets_never_draw_a_coalition_twice(n, paired, balanced):
+    """Close to 2^n calls a size group's share can exceed its coalitions (the balanced design
+    leaves such groups to sampling): it is then taken whole, with inclusion probability 1, and
+    the rest goes to the other groups: no repeats, no weight below the kernel, budget spent."""
+    for n_new in range(2**n - 2 - 12, 2**n - 2):
+        rng = np.random.default_rng(n_new)
+        sample, weights = leverage_coalitions(rng, n, n_new, paired, balanced=balanced)
+        assert len({row.tobytes() for row in sample}) == len(sample) >= n_new - 1
+        assert np.all(weights >= shapley_kernel(sample.sum(1), n) * (1 - 1e-12))
+
+
 @pytest.mark.parametrize("pool", [50, 600])
 @pytest.mark.parametrize("paired", [True, False])
 def test_balanced_design_on_sizes_too_large_to_enumerate(paired, pool, monkeypatch):

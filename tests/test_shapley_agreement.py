@@ -53,17 +53,21 @@ def test_compare_scores_each_estimator_against_exact(experiment, tmp_path):
 
 
 def test_versus_pairs_examples_and_tests_the_differences(experiment):
+    """Seeds are averaged per example before pairing; a budget one method lacks is left out."""
     rng = np.random.default_rng(0)
     first, second = rng.uniform(0.8, 1.0, 9), rng.uniform(0.7, 0.95, 9)
+    spread = rng.normal(0, 0.05, (9, 2))
     runs = pd.DataFrame(
         [
-            {"method": method, "budget": 32, "game": f"g{k}", "seed": seed, "pearson": value}
+            {"method": method, "budget": 32, "game": f"g{k}", "seed": seed, "pearson": score}
             for method, values in (("a", first), ("b", second))
             for k, value in enumerate(values)
-            for seed in range(2)
+            for seed, score in enumerate(value + spread[k] * [1, -1])
         ]
+        + [{"method": "a", "budget": 64, "game": "g0", "seed": 0, "pearson": 1.0}]
     )
     table = experiment["versus"](runs, "a", "b")
+    assert table["budget"].tolist() == [32]
     assert table.loc[0, "wins"] == int((first > second).sum())
     assert table.loc[0, "mean_difference"] == pytest.approx(np.mean(first - second))
     assert table.loc[0, "wilcoxon_p"] == pytest.approx(wilcoxon(first, second).pvalue)

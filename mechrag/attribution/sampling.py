@@ -267,7 +267,8 @@ def leverage_coalitions(
     probabilities, hence weights, are unchanged. A size group is then enumerated only while it
     takes at most half of the budget left, so that the budget also reaches the middle sizes; a
     coalition whose complement is known (a singleton once the leave-one-out subsets are) counts
-    half, as it completes a pair.
+    half, as it completes a pair. Near a full budget, a group whose share of the calls would
+    exceed its coalitions is taken whole and the rest shared by the others (see ``_capped``).
     """
     share = 0.5 if balanced else 1.0
     enumerated, groups, left = _enumerate_groups(n_players, n_new, known, share)
@@ -283,6 +284,8 @@ def leverage_coalitions(
         groups = [[s] for s in sizes]
         units = np.full(len(sizes), left / len(sizes))
         per_size = np.ones(len(sizes))
+    populations = np.array([comb(n_players, group[0], exact=True) for group in groups])
+    units = _capped(units, populations / per_size)
     drawn, drawn_weights = [], []
     for group, target, count, multiplicity in zip(
         groups, units, _systematic_round(units, rng), per_size
@@ -299,6 +302,22 @@ def leverage_coalitions(
     if not drawn:
         return masks, weights
     return np.concatenate([masks, np.array(drawn)]), np.concatenate([weights, drawn_weights])
+
+
+def _capped(targets: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """``targets`` with none above its cap, the excess shared by the others in proportion to
+    their targets (the total is kept while room is left). Near a full budget a size group's
+    share can exceed its coalitions, where the balanced design leaves it to sampling: it is
+    then taken whole (inclusion probability 1), never drawn twice."""
+    targets = np.asarray(targets, dtype=float).copy()
+    while np.any(over := targets > caps):
+        excess = float((targets[over] - caps[over]).sum())
+        targets[over] = caps[over]
+        room = targets < caps
+        if not room.any():
+            break
+        targets[room] += excess * targets[room] / targets[room].sum()
+    return targets
 
 
 def _distinct_draws(
