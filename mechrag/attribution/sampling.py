@@ -287,10 +287,10 @@ def leverage_coalitions(
     populations = np.array([comb(n_players, group[0], exact=True) for group in groups])
     units = _capped(units, populations / per_size)
     drawn, drawn_weights = [], []
-    for group, target, count, multiplicity in zip(
-        groups, units, _systematic_round(units, rng), per_size
+    for group, target, count, multiplicity, population in zip(
+        groups, units, _systematic_round(units, rng), per_size, populations
     ):
-        inclusion = target * multiplicity / comb(n_players, group[0])  # same for n - s
+        inclusion = target * multiplicity / population  # same for n - s
         if balanced:
             chosen = _balanced_draws(rng, n_players, group[0], count, paired, drawn)
         else:
@@ -378,14 +378,15 @@ def _balanced_draws(
         draws = min(units, max(BALANCE_POOL, 2 * count))
         pool = np.array(_distinct_draws(rng, n_players, size, draws, paired))
     sides = [pool, ~pool] if paired else [pool]
-    penalty = np.zeros(len(pool))
-    if chosen:
-        penalty += sum(_overlap_penalty(side, np.array(chosen)) for side in sides)
+
+    def penalty_against(rows: list[np.ndarray]) -> np.ndarray:
+        return sum(_overlap_penalty(side, np.array(rows)) for side in sides)
+
+    penalty = penalty_against(chosen) if chosen else np.zeros(len(pool))
     picked = []
     for _ in range(count):
         best = rng.choice(np.flatnonzero(penalty == penalty.min()))
         picked.append(pool[best])
-        added = np.array([pool[best], ~pool[best]] if paired else [pool[best]])
-        penalty += sum(_overlap_penalty(side, added) for side in sides)
+        penalty += penalty_against([pool[best], ~pool[best]] if paired else [pool[best]])
         penalty[best] = np.inf
     return picked
