@@ -1,75 +1,53 @@
-"""mechrag: which source a RAG response rests on, and which parts of the model carry it."""
+"""mechrag: which source a RAG response rests on, and which parts of the model carry it.
 
-from mechrag.api import arc_jsd, attribute, localize
-from mechrag.attribution.estimators import (
-    MCSHAP,
-    PMCSHAP,
-    BetaShapley,
-    ContextCite,
-    Exact,
-    KernelSHAP,
-    LeaveOneOut,
-    LeverageSHAP,
-    TMCShapley,
-)
-from mechrag.attribution.screening import SourceScreen
-from mechrag.attribution.shapley import shapley_values
-from mechrag.case import Case
-from mechrag.divergences import jsd, kl, total_variation
-from mechrag.engine import Engine
-from mechrag.mechanism import ComponentAttribution, ablate
-from mechrag.mechanism.echo import Echo, echo
-from mechrag.mechanism.gates import Gates, gate
-from mechrag.models import EMBEDDED_MODELS, load_model
-from mechrag.prompts import PromptBuilder
-from mechrag.results import Attribution, Result
-from mechrag.sources import Source, as_sources, split_sentences
-from mechrag.sweep import sweep
+Every public name is imported on first use (PEP 562), so ``import mechrag`` and the command
+line's ``--help`` stay fast; ``mechrag.Case`` loads the model stack when it is first touched.
+"""
 
-__all__ = [
-    "EMBEDDED_MODELS",
-    "Echo",
-    "Gates",
-    "MCSHAP",
-    "PMCSHAP",
-    "Attribution",
-    "BetaShapley",
-    "Case",
-    "ComponentAttribution",
-    "ContextCite",
-    "Engine",
-    "Exact",
-    "KernelSHAP",
-    "LeaveOneOut",
-    "LeverageSHAP",
-    "PromptBuilder",
-    "Result",
-    "Source",
-    "SourceScreen",
-    "TMCShapley",
-    "ablate",
-    "arc_jsd",
-    "as_sources",
-    "attribute",
-    "echo",
-    "explain",
-    "gate",
-    "jsd",
-    "kl",
-    "load_model",
-    "localize",
-    "shapley_values",
-    "split_sentences",
-    "sweep",
-    "total_variation",
-]
-__version__ = "0.2.0"
+from __future__ import annotations
 
+from mechrag._lazy import lazy_exports
+from mechrag._version import __version__  # noqa: F401 - the package version
 
-def __getattr__(name: str):
-    # The pipeline needs faiss and captum (the retrieval extra): import it on first use only.
-    if name == "explain":
-        from mechrag.pipeline import explain
-
-        return explain
-    raise AttributeError(f"module 'mechrag' has no attribute {name!r}")
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "ARCJSD": "mechrag.attribution.arc_jsd",
+    "Attribution": "mechrag.results",
+    "BetaShapley": "mechrag.attribution.estimators",
+    "Case": "mechrag.case",
+    "ComponentAttribution": "mechrag.mechanism.result",
+    "ContextCite": "mechrag.attribution.estimators",
+    "EMBEDDED_MODELS": "mechrag.models",
+    "Echo": "mechrag.mechanism.echo",
+    "Engine": "mechrag.engine",
+    "Exact": "mechrag.attribution.estimators",
+    "Gates": "mechrag.mechanism.gates",
+    "KernelSHAP": "mechrag.attribution.estimators",
+    "LeaveOneOut": "mechrag.attribution.estimators",
+    "LeverageSHAP": "mechrag.attribution.estimators",
+    "MCSHAP": "mechrag.attribution.estimators",
+    "METHODS": "mechrag.attribution.methods",
+    "PMCSHAP": "mechrag.attribution.estimators",
+    "PromptBuilder": "mechrag.prompts",
+    "Result": "mechrag.results",
+    "Source": "mechrag.sources",
+    "SourceScreen": "mechrag.attribution.screening",
+    "TMCShapley": "mechrag.attribution.estimators",
+    "ablate": "mechrag.mechanism.ablation",
+    "arc_jsd": "mechrag.api",
+    "as_sources": "mechrag.sources",
+    "attribute": "mechrag.api",
+    "echo": "mechrag.mechanism.echo",
+    "explain": "mechrag.pipeline",
+    "gate": "mechrag.mechanism.gates",
+    "jsd": "mechrag.divergences",
+    "kl": "mechrag.divergences",
+    "load_model": "mechrag.models",
+    "localize": "mechrag.api",
+    "shapley_values": "mechrag.attribution.estimators",
+    "split_sentences": "mechrag.sources",
+    "sweep": "mechrag.sweep.runner",
+    "total_variation": "mechrag.divergences",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, {"explain": "retrieval"})

@@ -1,67 +1,37 @@
 """Evaluation metrics: agreement, accuracy, retriever-generator alignment, answers, detection."""
 
-from mechrag.metrics.agreement import (
-    agreement,
-    kendall_tau,
-    ndcg_at_k,
-    pearson,
-    precision_at_k,
-    removal_top_k,
-    spearman,
-    spearman_test,
-    top_k,
-)
-from mechrag.metrics.alignment import (
-    aipc,
-    alignment_flags,
-    noise_distraction,
-    perturbation_curves,
-    warg,
-    wasted_retrieval,
-)
-from mechrag.metrics.answers import (
-    AnswerJudgement,
-    exact_match,
-    is_abstention,
-    judge_answer,
-    normalize_answer,
-    token_f1,
-)
-from mechrag.metrics.detection import (
-    Interval,
-    RocCurve,
-    auroc,
-    bootstrap_ci,
-    mcnemar_exact,
-    roc_curve,
-)
+from mechrag._lazy import lazy_exports
 
-__all__ = [
-    "AnswerJudgement",
-    "Interval",
-    "RocCurve",
-    "agreement",
-    "aipc",
-    "alignment_flags",
-    "auroc",
-    "bootstrap_ci",
-    "exact_match",
-    "is_abstention",
-    "judge_answer",
-    "kendall_tau",
-    "mcnemar_exact",
-    "ndcg_at_k",
-    "noise_distraction",
-    "normalize_answer",
-    "pearson",
-    "perturbation_curves",
-    "precision_at_k",
-    "removal_top_k",
-    "roc_curve",
-    "spearman",
-    "spearman_test",
-    "token_f1",
-    "top_k",
-    "wasted_retrieval",
-    "warg",
-]
+# Public name -> its module, imported on first use.
+_EXPORTS = {
+    "AnswerJudgement": "mechrag.metrics.answers",
+    "Interval": "mechrag.metrics.detection",
+    "RocCurve": "mechrag.metrics.detection",
+    "agreement": "mechrag.metrics.agreement",
+    "aipc": "mechrag.metrics.alignment",
+    "alignment_flags": "mechrag.metrics.alignment",
+    "auroc": "mechrag.metrics.detection",
+    "bootstrap_ci": "mechrag.metrics.detection",
+    "exact_match": "mechrag.metrics.answers",
+    "is_abstention": "mechrag.metrics.answers",
+    "judge_answer": "mechrag.metrics.answers",
+    "kendall_tau": "mechrag.metrics.agreement",
+    "mcnemar_exact": "mechrag.metrics.detection",
+    "ndcg_at_k": "mechrag.metrics.agreement",
+    "noise_distraction": "mechrag.metrics.alignment",
+    "normalize_answer": "mechrag.metrics.answers",
+    "pearson": "mechrag.metrics.agreement",
+    "perturbation_curves": "mechrag.metrics.alignment",
+    "precision_at_k": "mechrag.metrics.agreement",
+    "removal_top_k": "mechrag.metrics.agreement",
+    "roc_curve": "mechrag.metrics.detection",
+    "spearman": "mechrag.metrics.agreement",
+    "spearman_test": "mechrag.metrics.agreement",
+    "token_f1": "mechrag.metrics.answers",
+    "top_k": "mechrag.metrics.agreement",
+    "warg": "mechrag.metrics.alignment",
+    "wasted_retrieval": "mechrag.metrics.alignment",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+

@@ -1,36 +1,28 @@
 """Dense retrieval and its explanations: encoders, FAISS index, corpus, IG, AIPC, conditions."""
 
-from mechrag.retrieval.conditions import CONDITIONS, PromptCondition, prompt_condition
-from mechrag.retrieval.corpus import Corpus, Document, Origin, build_corpus
-from mechrag.retrieval.encoder import DenseEncoder, embedded_encoder_path, load_encoder
-from mechrag.retrieval.index import FlatIndex
-from mechrag.retrieval.integrated_gradients import (
-    BASELINES,
-    RetrieverIntegratedGradients,
-    TokenAttribution,
-    merge_wordpieces,
-)
-from mechrag.retrieval.perturbation import token_aipc, token_removal_value
-from mechrag.retrieval.retriever import Hit, Retriever
+from mechrag._lazy import lazy_exports
 
-__all__ = [
-    "BASELINES",
-    "CONDITIONS",
-    "Corpus",
-    "DenseEncoder",
-    "Document",
-    "FlatIndex",
-    "Hit",
-    "Origin",
-    "PromptCondition",
-    "Retriever",
-    "RetrieverIntegratedGradients",
-    "TokenAttribution",
-    "build_corpus",
-    "embedded_encoder_path",
-    "load_encoder",
-    "merge_wordpieces",
-    "prompt_condition",
-    "token_aipc",
-    "token_removal_value",
-]
+# Public name -> its module, imported on first use (faiss, captum and torch load only then).
+_EXPORTS = {
+    "BASELINES": "mechrag.retrieval.options",
+    "CONDITIONS": "mechrag.retrieval.conditions",
+    "Corpus": "mechrag.retrieval.corpus",
+    "DenseEncoder": "mechrag.retrieval.encoder",
+    "Document": "mechrag.retrieval.corpus",
+    "FlatIndex": "mechrag.retrieval.index",
+    "Hit": "mechrag.retrieval.retriever",
+    "Origin": "mechrag.retrieval.corpus",
+    "PromptCondition": "mechrag.retrieval.conditions",
+    "Retriever": "mechrag.retrieval.retriever",
+    "RetrieverIntegratedGradients": "mechrag.retrieval.integrated_gradients",
+    "TokenAttribution": "mechrag.retrieval.integrated_gradients",
+    "build_corpus": "mechrag.retrieval.corpus",
+    "embedded_encoder_path": "mechrag.retrieval.encoder",
+    "load_encoder": "mechrag.retrieval.encoder",
+    "merge_wordpieces": "mechrag.retrieval.integrated_gradients",
+    "prompt_condition": "mechrag.retrieval.conditions",
+    "token_aipc": "mechrag.retrieval.perturbation",
+    "token_removal_value": "mechrag.retrieval.perturbation",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

