@@ -20,16 +20,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 from jaxtyping import Bool, Float
 from torch import Tensor
 
 from mechrag import adapter
-from mechrag.attribution.estimators import Estimator, resolve_estimator
+from mechrag.attribution.arc_jsd import ARCJSD
+from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.games import value_game
-from mechrag.attribution.screening import SourceScreen, screened_arc_jsd
+from mechrag.attribution.methods import resolve_method
+from mechrag.attribution.screening import SourceScreen
 from mechrag.divergences import DIVERGENCES, jsd
 from mechrag.engine import Engine, Reference
+from mechrag.errors import InputError
+from mechrag.mechanism.echo import DEFAULT_THRESHOLD
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
 from mechrag.prompts import DEFAULT_TEMPLATE, PromptBuilder
 from mechrag.results import Attribution
@@ -42,6 +45,14 @@ Masks = Bool[np.ndarray, "n_masks n_sources"]
 class _ScoredSubset:
     logprobs: Float[np.ndarray, " n_response"]
     divergences: dict[str, Float[np.ndarray, " n_response"]]
+
+
+@dataclass(frozen=True)
+class Meter:
+    """Where a method's cost starts: the engine's pass count and the clock."""
+
+    forward_passes: int
+    started: float
 
 
 @dataclass
@@ -82,7 +93,7 @@ class Case:
         )
         self.engine = engine or Engine(model)
         if self.engine.model is not model:
-            raise ValueError("engine was built for a different model")
+            raise InputError("engine was built for a different model")
         # Fail early on over-long prompts, before any generation.
         self.engine.sequences(self.builder, [0], self.builder.full_mask()[None])
         self.response_ids = self._resolve_response(response, max_new_tokens)
@@ -123,19 +134,19 @@ class Case:
     def _resolve_response(self, response, max_new_tokens: int) -> list[int]:
         if response is None:
             if max_new_tokens < 1:
-                raise ValueError("max_new_tokens must be at least 1")
+                raise InputError("max_new_tokens must be at least 1")
             ids = adapter.greedy_generate(self.model, self.builder.ids(), max_new_tokens)
             if not ids:
-                raise ValueError("the model generated an empty response: pass response=...")
+                raise InputError("the model generated an empty response: pass response=...")
             return ids
         if isinstance(response, str):
             return self.builder.response_ids(response)
         ids = [int(t) for t in response]
         if not ids:
-            raise ValueError("response is empty: nothing to attribute")
+            raise InputError("response is empty: nothing to attribute")
         vocab = adapter.vocab_size(self.model)
         if not all(0 <= t < vocab for t in ids):
-            raise ValueError(f"response token ids must lie in [0, {vocab}) for this model")
+            raise InputError(f"response token ids must lie in [0, {vocab}) for this model")
         return ids
 
     # -- what the case holds -------------------------------------------------------------------
@@ -168,7 +179,7 @@ class Case:
             return int(source)
         if source in ids:
             return ids.index(source)
-        raise ValueError(f"unknown source {source!r}: choose from {ids}")
+        raise InputError(f"unknown source {source!r}: choose from {ids}")
 
     def full_mask(self) -> Bool[np.ndarray, " n_sources"]:
         return np.ones(self.n_sources, dtype=bool)
@@ -209,12 +220,12 @@ class Case:
     def _scored(self, masks) -> list[_ScoredSubset]:
         masks = np.asarray(masks, dtype=bool)
         if masks.ndim != 2 or masks.shape[1] != self.n_sources:
-            raise ValueError(f"masks must be [m, {self.n_sources}], got {masks.shape}")
+            raise InputError(f"masks must be [m, {self.n_sources}], got {masks.shape}")
         store = self._store()
         keys = [row.tobytes() for row in masks]
         missing = list(dict.fromkeys(k for k in keys if k not in store.subsets))
         if missing:
-            rows = torch.as_tensor(np.stack([np.frombuffer(k, dtype=bool) for k in missing]))
+            rows = np.stack([np.frombuffer(k, dtype=bool) for k in missing])
             scores = self.engine.score(self.builder, self.response_ids, rows, store.reference)
             for row, key in enumerate(missing):
                 store.subsets[key] = _ScoredSubset(
@@ -223,7 +234,7 @@ class Case:
                 )
         return [store.subsets[k] for k in keys]
 
-    def _scored_masks(self) -> Masks | None:
+    def scored_masks(self) -> Masks | None:
         """Every subset scored under the hooks active now, the full context first (the cache
         starts with its pass); ``None`` before any pass."""
         store = self._stores.get(adapter.active_hooks(self.model))
@@ -241,7 +252,7 @@ class Case:
     ) -> Float[np.ndarray, "n_masks n_response"]:
         """``D(P_full,t || P_mask,t)`` per mask and response token (``jsd``, ``kl`` or ``tv``)."""
         if divergence not in DIVERGENCES:
-            raise ValueError(f"unknown divergence {divergence!r}: choose from {list(DIVERGENCES)}")
+            raise InputError(f"unknown divergence {divergence!r}: choose from {list(DIVERGENCES)}")
         return np.stack([s.divergences[divergence] for s in self._scored(masks)])
 
     def reference_logprobs(self) -> Float[Tensor, "n_response vocab"]:
@@ -259,8 +270,22 @@ class Case:
 
     # -- methods -------------------------------------------------------------------------------
 
-    def _attribution(self, method: str, scores, token_scores, model_calls: int, start, **extra):
-        passes, seconds = start
+    def meter(self) -> Meter:
+        """Start measuring a method's cost (see :meth:`attribution`)."""
+        return Meter(self.engine.forward_passes, time.perf_counter())
+
+    def attribution(
+        self,
+        method: str,
+        scores: Float[np.ndarray, " n_sources"],
+        meter: Meter,
+        *,
+        token_scores: Float[np.ndarray, "n_sources n_response"] | None = None,
+        model_calls: int,
+        metadata: dict,
+    ) -> Attribution:
+        """A method's result on this case: the passes and seconds since ``meter`` are its cost
+        (``forward_passes``, ``metadata['seconds']``); ``model_calls`` the subsets it used."""
         return Attribution(
             method=method,
             query=self.query,
@@ -271,85 +296,41 @@ class Case:
             response_tokens=self.response_tokens,
             token_scores=token_scores,
             model_calls=model_calls,
-            forward_passes=self.engine.forward_passes - passes,
-            metadata={"seconds": time.perf_counter() - seconds, **extra},
+            forward_passes=self.engine.forward_passes - meter.forward_passes,
+            metadata={"seconds": time.perf_counter() - meter.started, **metadata},
         )
-
-    def _start(self) -> tuple[int, float]:
-        return self.engine.forward_passes, time.perf_counter()
 
     def arc_jsd(
         self, divergence: str = "jsd", *, screen: int | SourceScreen | None = None
     ) -> Attribution:
-        """ARC-JSD: each source's summed per-token divergence when it alone is removed.
-
-        ``divergence``: ``jsd`` (the method), or ``kl``/``tv`` for comparisons. ``screen=m``
-        scores exactly only the ``m`` sources a one-pass gradient screen ranks highest (a
-        :class:`~mechrag.attribution.screening.SourceScreen` configures the screen; see that
-        module); ``None`` scores every source exactly.
-        """
-        if screen is not None:
-            return screened_arc_jsd(self, screen, divergence)
-        start = self._start()
-        per_token = self.token_divergences(self.leave_one_out_masks(), divergence)
-        method = "arc_jsd" if divergence == "jsd" else f"arc_{divergence}"
-        return self._attribution(
-            method, per_token.sum(-1), per_token, self.n_sources + 1, start, divergence=divergence
-        )
+        """``ARCJSD(divergence, screen)(case)``: each source's summed per-token divergence when
+        it alone is removed; see :class:`mechrag.attribution.arc_jsd.ARCJSD`."""
+        return ARCJSD(divergence=divergence, screen=screen)(self)
 
     def attribute(
         self,
-        method: str | Estimator = "arc_jsd",
+        method: str | SourceMethod = "arc_jsd",
         *,
         budget: int | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         value: str | None = None,
-        reuse_scored: bool = False,
+        reuse_scored: bool | None = None,
     ) -> Attribution:
-        """Attribute the response with ``method``: ``arc_jsd`` or a Shapley-family estimator.
+        """Attribute the response with ``method``, a name in
+        :data:`mechrag.attribution.methods.METHODS` (its defaults) or a configured method such
+        as ``mechrag.KernelSHAP(paired=True)``.
 
-        ``method``: a name (``exact``, ``loo``, ``kernel_shap``, ``leverage_shap``,
-        ``pmc_shap``, ``mc_shap``, ``tmc``, ``beta``, ``contextcite``) for its defaults, or a
-        configured estimator such as ``mechrag.KernelSHAP(paired=True)``. ``budget``: distinct
-        new subsets it may score; ``value``: the game (``logprob``, ``token_prob`` for
-        per-token scores, ``logit_prob``; each estimator has a default). ``reuse_scored`` gives
-        the estimator every subset this case already scored (ARC-JSD's leave-one-out subsets,
-        say) as free rows outside the budget: better estimates at small budgets, but the result
-        then depends on what ran before. ``model_calls`` counts the distinct subsets the method
-        used; ``forward_passes`` the passes this call actually ran.
+        ``budget``, ``seed``, ``value``, ``reuse_scored`` replace the method's fields of those
+        names when given (see :class:`mechrag.attribution.estimators.Estimator`); a method
+        without such a field (ARC-JSD has no budget) refuses them. ``model_calls`` counts the
+        distinct subsets the method used; ``forward_passes`` the passes this call actually ran.
         """
-        if method == "arc_jsd":
-            if budget is not None or value is not None:
-                raise ValueError("arc_jsd scores the n + 1 leave-one-out subsets: no budget/value")
-            return self.arc_jsd()
-        estimator = resolve_estimator(method)
-        value = value or estimator.default_value
-        game, asked = self.game(value), set()
-
-        def recorded(masks: Masks) -> np.ndarray:
-            asked.update(row.tobytes() for row in np.asarray(masks, dtype=bool))
-            return game(masks)
-
-        start = self._start()
-        known = self._scored_masks() if reuse_scored else None
-        if known is not None:
-            asked.update(row.tobytes() for row in known)
-            known = (known, game(known))
-        phi = estimator(recorded, self.n_sources, budget, seed, known=known)
-        return self._attribution(
-            estimator.name,
-            phi.sum(-1) if phi.ndim == 2 else phi,
-            phi if phi.ndim == 2 else None,
-            len(asked),
-            start,
-            value=value,
-            budget=budget,
-            seed=seed,
-            reuse_scored=reuse_scored,
-            options=estimator.options(),
+        configured = resolve_method(method).with_settings(
+            budget=budget, seed=seed, value=value, reuse_scored=reuse_scored
         )
+        return configured(self)
 
-    def echo(self, *, threshold: float = 0.1):
+    def echo(self, *, threshold: float = DEFAULT_THRESHOLD):
         """Per-token context echo (full context vs query alone) and source echo (vs the top
         ARC-JSD source removed), with response-level summaries; see :mod:`mechrag.mechanism.echo`.
         """
@@ -357,8 +338,12 @@ class Case:
 
         return echo(self, threshold=threshold)
 
-    def _top_source(self, source: str | int | None) -> int:
-        return int(self.arc_jsd().ranking[0]) if source is None else self.source_index(source)
+    def top_source(self) -> int:
+        """Index of the source that ARC-JSD ranks first (from the cache when it already ran)."""
+        return int(self.arc_jsd().ranking[0])
+
+    def _chosen_source(self, source: str | int | None) -> int:
+        return self.top_source() if source is None else self.source_index(source)
 
     def localize(
         self,
@@ -376,7 +361,7 @@ class Case:
         from mechrag.mechanism.localize import localize_source
 
         attribution = self.arc_jsd() if source is None else None
-        index = int(attribution.ranking[0]) if source is None else self.source_index(source)
+        index = self._chosen_source(source)
         return localize_source(
             self, index, gains=gains, logit_budget=logit_budget, attribution=attribution
         )
@@ -391,7 +376,7 @@ class Case:
         hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
         reference = self._store().reference
         return self.engine.capture(
-            self.builder, self.response_ids, torch.as_tensor(np.asarray(masks)), reference, hooks
+            self.builder, self.response_ids, np.asarray(masks), reference, hooks
         )
 
     def ablation_effect(
@@ -417,7 +402,7 @@ class Case:
         """
         from mechrag.mechanism.ablation import ablate
 
-        index = self._top_source(source)
+        index = self._chosen_source(source)
         masks = np.stack([self.full_mask(), self.leave_one_out_masks()[index]])
 
         def measure() -> tuple[Tensor, np.ndarray, np.ndarray]:

@@ -102,7 +102,7 @@ def test_reuse_scored_gives_the_arc_jsd_subsets_free(case):
     leave-one-out subsets) to the estimator as known rows: the result is the estimator run with
     those rows, and the budget counts only new subsets."""
     case.arc_jsd()
-    scored = case._scored_masks()
+    scored = case.scored_masks()
     assert len(scored) == 5 and scored[0].all()
     rows = case.engine.rows_scored
     result = case.attribute(mechrag.LeverageSHAP(), budget=6, reuse_scored=True)
@@ -126,3 +126,60 @@ def test_reuse_scored_on_a_fresh_case_changes_nothing(tiny_llama, method):
     np.testing.assert_array_equal(results[0].scores, results[1].scores)
     assert results[0].model_calls == results[1].model_calls <= 6
     assert results[0].forward_passes == results[1].forward_passes
+
+
+def _parameters(function) -> set[str]:
+    import inspect
+
+    return set(inspect.signature(function).parameters) - {"self"}
+
+
+def test_one_liners_take_every_option_of_the_case_methods():
+    """``mechrag.arc_jsd(...)`` and friends accept whatever ``Case(...)`` and the case method
+    they stand for accept (``mechrag.arc_jsd(..., screen=5)`` used to be a TypeError)."""
+    case_options = _parameters(Case.__init__) - {"example"}
+    assert _parameters(mechrag.arc_jsd) >= case_options | _parameters(Case.arc_jsd)
+    assert _parameters(mechrag.attribute) >= case_options | _parameters(Case.attribute)
+    assert _parameters(mechrag.localize) >= case_options | _parameters(Case.localize)
+
+
+def test_one_liner_passes_the_screen_and_template_on(tiny_llama, case):
+    screened = mechrag.arc_jsd(tiny_llama, QUERY, DOCS, "Oslo.", screen=2)
+    assert screened.method == "arc_jsd_screened"
+    np.testing.assert_allclose(screened.scores, case.arc_jsd(screen=2).scores)
+    brief = "Be brief."
+    kl = mechrag.arc_jsd(tiny_llama, QUERY, DOCS, "Oslo.", divergence="kl", system_prompt=brief)
+    plain = Case(tiny_llama, QUERY, DOCS, "Oslo.", system_prompt=brief).arc_jsd("kl")
+    np.testing.assert_allclose(kl.scores, plain.scores)
+
+
+def test_method_objects_are_the_case_methods(case):
+    """A configured method called on a case is what ``case.attribute`` runs; its fields hold the
+    only defaults, and ``case.attribute``'s settings replace them."""
+    np.testing.assert_array_equal(mechrag.ARCJSD()(case).scores, case.arc_jsd().scores)
+    direct = KernelSHAP(paired=True, budget=8, seed=3)(case)
+    through = case.attribute(KernelSHAP(paired=True), budget=8, seed=3)
+    np.testing.assert_array_equal(direct.scores, through.scores)
+    assert direct.metadata["options"] == {"paired": True, "interactions": 1, "ridge": 0.01}
+    assert KernelSHAP(seed=3).with_settings(seed=None, budget=5) == KernelSHAP(seed=3, budget=5)
+    with pytest.raises(mechrag.errors.InputError, match="arc_jsd scores the n"):
+        case.attribute("arc_jsd", seed=1)
+
+
+def test_every_registered_method_runs_by_name_and_names_itself(case):
+    assert list(mechrag.METHODS) == ["arc_jsd", *ESTIMATORS]
+    for name, method_class in mechrag.METHODS.items():
+        assert method_class.name == name and method_class.description
+        budget = None if name in ("arc_jsd", "exact", "loo") else 8
+        assert case.attribute(name, budget=budget).method == name
+    with pytest.raises(ValueError, match="choose from \\('arc_jsd', 'exact'"):
+        case.attribute("shap")
+
+
+def test_the_sweep_registry_reads_the_method_registry():
+    """Every attribution method is a sweep method, taking the case options and its fields."""
+    from mechrag.sweep import SWEEP_METHODS
+
+    for name, method_class in mechrag.METHODS.items():
+        options = set(SWEEP_METHODS[name].options)
+        assert options == {"max_new_tokens", "system_prompt", *method_class.parameters()}

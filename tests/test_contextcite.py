@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mechrag.attribution.contextcite import contextcite_surrogate, lasso
+from mechrag.attribution.contextcite import lasso
+from mechrag.attribution.estimators import ContextCite
 
 
 def test_lasso_without_penalty_is_least_squares():
@@ -41,15 +42,16 @@ def test_surrogate_is_seeded_and_sparse():
     def game(masks):
         return masks.astype(float) @ a + 0.05 * np.sin(masks @ np.arange(1, 7.0))
 
-    first = contextcite_surrogate(game, 6, budget=40, seed=4, l1=0.05)
-    np.testing.assert_array_equal(first, contextcite_surrogate(game, 6, budget=40, seed=4, l1=0.05))
+    estimator = ContextCite(budget=40, seed=4, l1=0.05)
+    first = estimator.estimate(game, 6)
+    np.testing.assert_array_equal(first, estimator.estimate(game, 6))
     assert np.argmax(first) == 0 and np.argmin(first) == 3
     assert np.sum(first != 0) < 6
 
 
 def test_bad_inputs():
     with pytest.raises(ValueError, match="keep_prob"):
-        contextcite_surrogate(lambda m: m.sum(1), 3, keep_prob=1.0)
+        ContextCite(keep_prob=1.0).estimate(lambda m: m.sum(1), 3)
     with pytest.raises(ValueError, match="features"):
         lasso(np.ones((3, 2)), np.ones(4), 0.1)
     with pytest.raises(ValueError, match="l1"):

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from mechrag import Case, Engine
+from mechrag.attribution.estimators import shapley_values
 from mechrag.attribution.sampling import all_masks
-from mechrag.attribution.shapley import shapley_values
 from mechrag.divergences import jsd
 
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall."]

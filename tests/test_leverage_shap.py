@@ -10,8 +10,9 @@ from scipy.special import comb
 from scipy.stats import chisquare
 
 from mechrag.attribution import sampling
+from mechrag.attribution.estimators import SAMPLED, shapley_values
 from mechrag.attribution.sampling import all_masks, leverage_coalitions, shapley_kernel
-from mechrag.attribution.shapley import SAMPLED, exact_shapley, shapley_values
+from mechrag.attribution.shapley import exact_shapley
 
 REGRESSIONS = [
     ("leverage_shap", {}),

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import hook_count
 
 from mechrag import Case, Engine, SourceScreen, adapter, jsd
 from mechrag.attribution.screening import (
@@ -170,9 +171,21 @@ def test_screen_leaves_no_hooks_and_no_gradients(case):
     with torch.inference_mode():
         screen_sources(case)
     assert adapter.active_hooks(model) == before
-    assert all(not point._forward_hooks for point in model.hook_dict.values())
+    assert hook_count(model) == 0
     assert all(p.grad is None for p in model.parameters())
     assert torch.is_grad_enabled() == grad_mode
+
+
+def test_screen_result_round_trips_through_json(case):
+    import json
+
+    from mechrag.attribution.screening import Screen
+
+    screen = screen_sources(case, samples=2)
+    again = Screen.from_dict(json.loads(screen.to_json()))
+    assert again.proxy == screen.proxy and again.seconds == screen.seconds
+    assert again.estimates.dtype == np.float64
+    np.testing.assert_array_equal(again.estimates, screen.estimates)
 
 
 def test_screen_with_every_source_equals_exact(case):

@@ -12,6 +12,7 @@ import numpy as np
 from jaxtyping import Float
 
 from mechrag.attribution.sampling import Known, Oracle, ValueFn, resolve_budget
+from mechrag.errors import InputError
 
 
 def lasso(
@@ -31,9 +32,9 @@ def lasso(
     x = np.asarray(features, dtype=float)
     y = np.asarray(targets, dtype=float)
     if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise ValueError(f"need features [m, n] and targets [m], got {x.shape} and {y.shape}")
+        raise InputError(f"need features [m, n] and targets [m], got {x.shape} and {y.shape}")
     if l1 < 0:
-        raise ValueError(f"l1 penalty must be >= 0, got {l1}")
+        raise InputError(f"l1 penalty must be >= 0, got {l1}")
     mean, scale = x.mean(0), x.std(0)
     varying = scale > 1e-12
     z = np.where(varying, (x - mean) / np.where(varying, scale, 1.0), 0.0)
@@ -58,10 +59,11 @@ def lasso(
 def contextcite_surrogate(
     value_fn: ValueFn,
     n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    keep_prob: float = 0.5,
-    l1: float = 0.01,
+    *,
+    budget: int | None,
+    seed: int,
+    keep_prob: float,
+    l1: float,
     known: Known | None = None,
 ) -> Float[np.ndarray, " n_players"]:
     """LASSO weights of ``value_fn`` on ``budget`` random keep-masks (per column if ``[m, T]``).
@@ -70,7 +72,7 @@ def contextcite_surrogate(
     are free when drawn.
     """
     if not 0 < keep_prob < 1:
-        raise ValueError(f"keep_prob must be in (0, 1), got {keep_prob}")
+        raise InputError(f"keep_prob must be in (0, 1), got {keep_prob}")
     budget = resolve_budget(budget, n_players)
     oracle = Oracle(value_fn, n_players, budget, known)
     masks = np.random.default_rng(seed).random((budget, n_players)) < keep_prob

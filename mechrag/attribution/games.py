@@ -17,6 +17,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from mechrag.errors import InputError
+
 # Keeps log(1 - p) finite when the model is certain of a token.
 _MAX_LOGPROB = -1e-7
 
@@ -46,6 +48,6 @@ def value_game(
 ) -> Callable[[np.ndarray], np.ndarray]:
     """The value function ``masks -> [m]`` (``[m, T]`` for ``token_prob``) of a subset scorer."""
     if value not in VALUES:
-        raise ValueError(f"unknown value {value!r}: choose from {sorted(VALUES)}")
+        raise InputError(f"unknown value {value!r}: choose from {sorted(VALUES)}")
     transform = VALUES[value]
     return lambda masks: transform(token_logprobs(masks))

@@ -14,6 +14,8 @@ import numpy as np
 from jaxtyping import Bool, Float
 from scipy.special import comb
 
+from mechrag.errors import InputError
+
 Masks = Bool[np.ndarray, "n_masks n_players"]
 ValueFn = Callable[[Masks], np.ndarray]
 Known = tuple[Masks, np.ndarray]  # coalitions already scored: masks [k, n], values [k] or [k, T]
@@ -34,14 +36,14 @@ def resolve_budget(budget: int | None, n_players: int) -> int:
     if budget is None:
         return default_budget(n_players)
     if isinstance(budget, bool) or int(budget) != budget or budget < 2:
-        raise ValueError(f"budget must be an integer >= 2 (value calls), got {budget!r}")
+        raise InputError(f"budget must be an integer >= 2 (value calls), got {budget!r}")
     return int(budget)
 
 
 def all_masks(n_players: int) -> Masks:
     """Every coalition; row ``k`` is the binary expansion of ``k`` (bit ``i`` = player ``i``)."""
     if n_players > MAX_EXACT_PLAYERS:
-        raise ValueError(
+        raise InputError(
             f"exact enumeration needs 2^{n_players} value calls; refusing n_players > "
             f"{MAX_EXACT_PLAYERS}: use a sampling method (kernel_shap, pmc_shap, tmc, beta, "
             "contextcite) with a budget"
@@ -70,9 +72,9 @@ class Oracle:
         if not callable(value_fn):
             raise TypeError("value_fn must be callable: masks bool[m, n] -> values [m] or [m, T]")
         if n_players < 1:
-            raise ValueError(f"n_players must be at least 1, got {n_players}")
+            raise InputError(f"n_players must be at least 1, got {n_players}")
         if budget < 2:
-            raise ValueError(
+            raise InputError(
                 f"budget must allow at least the empty and full coalitions, got {budget}"
             )
         self.value_fn, self.n_players, self.budget = value_fn, n_players, budget
@@ -114,16 +116,16 @@ class Oracle:
         masks = np.asarray(masks, dtype=bool).reshape(-1, self.n_players)
         values = np.asarray(values, dtype=np.float64)
         if values.ndim not in (1, 2) or values.shape[0] != len(masks):
-            raise ValueError(
+            raise InputError(
                 f"value_fn returned shape {values.shape} for {len(masks)} masks: "
                 "expected [m] or [m, T]"
             )
         if not np.all(np.isfinite(values)):
-            raise ValueError("value_fn returned non-finite values")
+            raise InputError("value_fn returned non-finite values")
         if self.tail is None:
             self.tail = values.shape[1:]
         elif values.shape[1:] != self.tail:
-            raise ValueError(f"values of shape {values.shape[1:]} after {self.tail}")
+            raise InputError(f"values of shape {values.shape[1:]} after {self.tail}")
         for row, value in zip(masks, values.reshape(len(masks), -1)):
             self.cache[row.tobytes()] = value
 

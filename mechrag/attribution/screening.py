@@ -47,6 +47,8 @@ from jaxtyping import Float, Int
 from torch import Tensor
 
 from mechrag import adapter
+from mechrag.errors import InputError
+from mechrag.outputs import Serializable
 from mechrag.prompts import PromptBuilder
 
 # Non-candidates score at most this fraction of the smallest exact score.
@@ -84,7 +86,7 @@ def context_end(owners: Int[np.ndarray, " n_prompt"]) -> int:
     """The position just past the last source token: the first position the screen gates."""
     positions = np.flatnonzero(owners >= 0)
     if len(positions) == 0:
-        raise ValueError("no prompt token belongs to a source")
+        raise InputError("no prompt token belongs to a source")
     return int(positions[-1]) + 1
 
 
@@ -155,7 +157,7 @@ PROXIES = ("fisher", "loglik")
 
 
 @dataclass
-class Screen:
+class Screen(Serializable):
     """The screen of one case: per source, the proxy's estimate and the priority it ranks by.
 
     ``estimates``: ``fisher``, the second-order JSD of removing each source (nats, ``F_ii /
@@ -163,9 +165,14 @@ class Screen:
     on removal is its negative).
     """
 
+    default_name = "screen"
+
     proxy: str
     estimates: Float[np.ndarray, " n_sources"]
     seconds: float
+
+    def __post_init__(self) -> None:
+        self.estimates = np.asarray(self.estimates, dtype=np.float64)
 
     @property
     def priority(self) -> Float[np.ndarray, " n_sources"]:
@@ -185,9 +192,9 @@ def screen_sources(case, proxy: str = "fisher", samples: int = 8, seed: int = 0)
     the pass, and grad mode is restored, even inside ``torch.inference_mode``.
     """
     if proxy not in PROXIES:
-        raise ValueError(f"unknown proxy {proxy!r}: choose from {PROXIES}")
+        raise InputError(f"unknown proxy {proxy!r}: choose from {PROXIES}")
     if samples < 1:
-        raise ValueError(f"samples must be at least 1, got {samples}")
+        raise InputError(f"samples must be at least 1, got {samples}")
     start = time.perf_counter()
     owners = source_token_owners(case.builder)
     rows = samples if proxy == "fisher" else 1
@@ -231,18 +238,19 @@ class SourceScreen:
 
     def __post_init__(self) -> None:
         if int(self.candidates) < 1:
-            raise ValueError(f"screen must keep at least 1 candidate, got {self.candidates}")
+            raise InputError(f"screen must keep at least 1 candidate, got {self.candidates}")
         if self.proxy not in PROXIES:
-            raise ValueError(f"unknown proxy {self.proxy!r}: choose from {PROXIES}")
+            raise InputError(f"unknown proxy {self.proxy!r}: choose from {PROXIES}")
 
     def __call__(self, case) -> Screen:
         return screen_sources(case, self.proxy, self.samples, self.seed)
 
 
-def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str = "jsd"):
+def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str, label: str):
     """ARC-JSD scored exactly on the sources the screen ranks highest.
 
-    ``screen``: a number of candidates (the default ``fisher`` screen) or a
+    ``label``: the unscreened method's name (``arc_jsd``, ``arc_kl``, ...), suffixed
+    ``_screened``. ``screen``: a number of candidates (the default ``fisher`` screen) or a
     :class:`SourceScreen`. Candidates get their exact score (their leave-one-out subsets join
     the case's cache, so a later exact ARC-JSD reuses them). Every other source gets its screen
     priority rescaled so that the largest sits at ``NON_CANDIDATE_CEILING`` times the smallest
@@ -253,7 +261,7 @@ def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str = "jsd"):
     """
     if not isinstance(screen, SourceScreen):
         screen = SourceScreen(int(screen))
-    start = case._start()
+    meter = case.meter()
     estimate = screen(case)
     candidates = estimate.candidates(min(int(screen.candidates), case.n_sources))
     per_token = np.zeros((case.n_sources, len(case.response_ids)))
@@ -267,20 +275,21 @@ def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str = "jsd"):
         top = priority.max()
         scale = NON_CANDIDATE_CEILING * scores[exact].min() / top if top > 0 else 0.0
         scores[~exact] = priority * scale
-    method = "arc_jsd" if divergence == "jsd" else f"arc_{divergence}"
-    return case._attribution(
-        f"{method}_screened",
+    return case.attribution(
+        f"{label}_screened",
         scores,
-        per_token,
-        int(exact.sum()) + 2,  # full context, candidates, and the screen's pass
-        start,
-        divergence=divergence,
-        screen=int(screen.candidates),
-        exact=exact.tolist(),
-        screen_estimates=estimate.estimates.tolist(),
-        screen_seconds=estimate.seconds,
-        screen_proxy=screen.proxy,
-        screen_samples=screen.samples if screen.proxy == "fisher" else 1,
-        screen_gate="attention-score bias log(alpha_i) on source keys, positions after the "
-        "context, all layers, renormalised",
+        meter,
+        token_scores=per_token,
+        model_calls=int(exact.sum()) + 2,  # full context, candidates, and the screen's pass
+        metadata={
+            "divergence": divergence,
+            "screen": int(screen.candidates),
+            "exact": exact.tolist(),
+            "screen_estimates": estimate.estimates.tolist(),
+            "screen_seconds": estimate.seconds,
+            "screen_proxy": screen.proxy,
+            "screen_samples": screen.samples if screen.proxy == "fisher" else 1,
+            "screen_gate": "attention-score bias log(alpha_i) on source keys, positions after "
+            "the context, all layers, renormalised",
+        },
     )

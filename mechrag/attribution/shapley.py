@@ -1,26 +1,20 @@
-"""Shapley-family estimators over any value function on coalitions of players.
+"""Shapley-family algorithms over any value function on coalitions of players.
 
 ``value_fn(masks: bool[m, n]) -> float[m]`` (or ``float[m, T]`` for per-token games, estimated
-column by column). Every estimator is seeded, evaluates each coalition at most once and never
+column by column). Every algorithm is seeded, evaluates each coalition at most once and never
 more distinct coalitions than its ``budget`` (default ``min(2^n, 10 n)``); ``known=(masks,
 values)`` hands it coalitions already scored (e.g. ARC-JSD's full, empty and leave-one-out
-subsets), which are free and do not count against the budget:
+subsets), which are free and do not count against the budget. The configured estimators that
+call them, with their parameters and defaults, are in :mod:`mechrag.attribution.estimators`:
 
-- ``exact``: all ``2^n`` coalitions, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``;
-- ``loo``: ``v(N) - v(N \\ i)``;
-- ``kernel_shap``: Lundberg & Lee's weighted least squares with the Shapley kernel and the
-  efficiency constraint ``sum phi = v(N) - v(empty)``; optional paired (complement) sampling,
-  and optional ridge-penalised interaction terms (``interactions=3``), whose fitted model's
-  Shapley values are returned;
-- ``leverage_shap``: Leverage SHAP (Musco & Witter, 2025), the same constrained regression on a
-  sample drawn by leverage score (uniform over sizes), paired, without replacement; by default
-  each size's coalitions are balanced (players, pairs and triples spread evenly);
-- ``pmc_shap``: RAG-E's stabilisation, a paired pool evaluated once and ``refits`` Kernel SHAP
-  fits on random halves of its pairs, averaged; ``mc_shap``: the same without pairing;
-- ``tmc``: truncated Monte-Carlo permutation sampling (Ghorbani & Zou, 2019);
-- ``beta``: Beta(alpha, beta)-Shapley (Kwon & Zou, 2022), permutation sampling reweighted by
-  coalition size;
-- ``contextcite``: the ContextCite LASSO surrogate (see :mod:`mechrag.attribution.contextcite`).
+- exact Shapley, ``phi_i = sum_S |S|!(n-|S|-1)!/n! (v(S+i) - v(S))``, and leave-one-out;
+- :func:`regression_shapley`: Lundberg & Lee's weighted least squares with the Shapley kernel
+  and the efficiency constraint ``sum phi = v(N) - v(empty)``, on a Kernel SHAP or a Leverage
+  SHAP sample (Musco & Witter, 2025), with optional ridge-penalised interaction terms;
+- :func:`refitted_shapley`: RAG-E's stabilisation (pmcSHAP, mcSHAP), one pool evaluated once and
+  ``refits`` constrained fits on random fractions of it, averaged;
+- :func:`permutation_shapley`: weighted permutation sampling (TMC, Ghorbani & Zou, 2019; Beta
+  Shapley, Kwon & Zou, 2022).
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ import numpy as np
 from jaxtyping import Bool, Float
 from scipy.special import betaln, comb
 
-from mechrag.attribution.contextcite import contextcite_surrogate
 from mechrag.attribution.sampling import (
     BudgetExhausted,
     Known,
@@ -44,6 +37,7 @@ from mechrag.attribution.sampling import (
     resolve_budget,
     shapley_kernel,
 )
+from mechrag.errors import InputError
 
 Estimate = Float[np.ndarray, " n_players"]  # or [n_players, T] for per-token games
 
@@ -81,7 +75,7 @@ def exact_shapley(value_fn: ValueFn, n_players: int, known: Known | None = None)
 def _beta_coalition_weights(n_players: int, alpha: float, beta: float) -> np.ndarray:
     """Beta-Shapley weight of one coalition of size ``s`` (not containing the player)."""
     if alpha <= 0 or beta <= 0:
-        raise ValueError(f"Beta-Shapley needs alpha, beta > 0, got ({alpha}, {beta})")
+        raise InputError(f"Beta-Shapley needs alpha, beta > 0, got ({alpha}, {beta})")
     s = np.arange(n_players)
     return np.exp(betaln(s + beta, n_players - 1 - s + alpha) - betaln(alpha, beta))
 
@@ -107,7 +101,7 @@ def _interaction_sets(n_players: int, order: int) -> list[tuple[int, ...]]:
     """Every set of 2 to ``order`` players, the interaction terms of an order-``order`` model."""
     sets = [c for size in range(2, order + 1) for c in combinations(range(n_players), size)]
     if len(sets) > MAX_INTERACTION_TERMS:
-        raise ValueError(
+        raise InputError(
             f"interactions={order} on {n_players} players needs {len(sets)} interaction terms "
             f"(more than {MAX_INTERACTION_TERMS}): use interactions=1"
         )
@@ -155,7 +149,7 @@ def _constrained_wls(
 def _check_interactions(interactions: int, ridge: float, n_players: int) -> None:
     """Reject bad settings before any coalition is scored (scoring is the expensive part)."""
     if int(interactions) != interactions or interactions < 1 or ridge < 0:
-        raise ValueError(
+        raise InputError(
             f"need an integer interactions >= 1 and ridge >= 0, got {interactions}, {ridge}"
         )
     _interaction_sets(n_players, int(interactions))
@@ -188,9 +182,10 @@ def _kernel_pool(
     return masks, weights, oracle(masks) - empty, full - empty
 
 
-def _regression(
+def regression_shapley(
     value_fn: ValueFn,
     n_players: int,
+    *,
     budget: int | None,
     seed: int,
     paired: bool,
@@ -199,65 +194,16 @@ def _regression(
     ridge: float,
     known: Known | None,
 ) -> Estimate:
-    """One pool drawn by ``design``, scored once, one constrained fit (Kernel/Leverage SHAP)."""
+    """One pool drawn by ``design``, scored once, one constrained fit (Kernel/Leverage SHAP).
+
+    ``interactions > 1`` fits interaction terms up to that order as well (ridge-penalised, see
+    ``_constrained_wls``).
+    """
     _check_interactions(interactions, ridge, n_players)
     oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     rng = np.random.default_rng(seed)
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired, design)
     return oracle.shape(_constrained_wls(masks, weights, targets, total, interactions, ridge))
-
-
-def kernel_shap(
-    value_fn: ValueFn,
-    n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    paired: bool = False,
-    interactions: int = 1,
-    ridge: float = 0.01,
-    known: Known | None = None,
-) -> Estimate:
-    """Kernel SHAP with the efficiency constraint; exact when ``budget >= 2^n``.
-
-    ``interactions > 1`` fits interaction terms up to that order as well (ridge-penalised, see
-    ``_constrained_wls``). Paired sampling already makes the additive fit exact on games of
-    order 2, so with ``paired`` only ``interactions >= 3`` can change the estimate.
-    """
-    return _regression(
-        value_fn, n_players, budget, seed, paired, "kernel", interactions, ridge, known
-    )
-
-
-def leverage_shap(
-    value_fn: ValueFn,
-    n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    paired: bool = True,
-    balanced: bool = True,
-    interactions: int = 1,
-    ridge: float = 0.01,
-    known: Known | None = None,
-) -> Estimate:
-    """Leverage SHAP (Musco & Witter, ICLR 2025): Kernel SHAP's constrained regression on a
-    sample drawn by leverage score (uniform over sizes), paired and without replacement.
-
-    Sizes that fit are enumerated; sampled coalitions carry Horvitz-Thompson weights
-    ``kernel(s) / P(S in sample)`` (see ``leverage_coalitions``). Efficiency holds exactly and
-    a budget covering every coalition gives exact Shapley values. ``interactions``/``ridge``:
-    as in :func:`kernel_shap`.
-
-    ``balanced`` (default): within each size, coalitions are chosen to spread players, pairs and
-    triples evenly over the sample, with the same inclusion probabilities, and a size group is
-    enumerated only while it takes at most half of the budget left (see
-    ``leverage_coalitions``); ``balanced=False`` draws them uniformly and enumerates groups
-    while they fit. On HotpotQA games the balanced design is the more accurate
-    (``experiments/RESULTS.md``).
-    """
-    design = "balanced" if balanced else "leverage"
-    return _regression(
-        value_fn, n_players, budget, seed, paired, design, interactions, ridge, known
-    )
 
 
 def _complete_sizes(masks: Masks) -> Bool[np.ndarray, " n_masks"]:
@@ -298,15 +244,28 @@ def _refit_average(
 
 def _check_refits(refits: int, fraction: float) -> None:
     if refits < 1 or not 0 < fraction <= 1:
-        raise ValueError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
+        raise InputError(f"need refits >= 1 and 0 < fraction <= 1, got {refits}, {fraction}")
 
 
-def _refitted(
-    oracle: Oracle, seed: int, refits: int, fraction: float, paired: bool, design: str
+def refitted_shapley(
+    value_fn: ValueFn,
+    n_players: int,
+    *,
+    budget: int | None,
+    seed: int,
+    refits: int,
+    fraction: float,
+    paired: bool,
+    design: str,
+    known: Known | None,
 ) -> Estimate:
     """One pool scored once, ``refits`` fits on random ``fraction``s of its sampled groups
-    (complement pairs when ``paired``, single coalitions otherwise), averaged."""
+    (complement pairs when ``paired``, single coalitions otherwise), averaged (pmcSHAP and
+    mcSHAP)."""
+    if design not in POOL_DESIGNS:
+        raise InputError(f"unknown sampling {design!r}: choose from {POOL_DESIGNS}")
     _check_refits(refits, fraction)
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
     rng = np.random.default_rng(seed)
     masks, weights, targets, total = _kernel_pool(oracle, rng, paired=paired, design=design)
     if oracle.covers_all():  # a complete pool: one fit is exact, refits only add noise
@@ -319,63 +278,26 @@ def _refitted(
     return oracle.shape(estimate)
 
 
-def pmc_shap(
+def permutation_shapley(
     value_fn: ValueFn,
     n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    refits: int = 100,
-    fraction: float = 0.5,
-    sampling: str = "kernel",
-    known: Known | None = None,
-) -> Estimate:
-    """Paired Monte-Carlo Kernel SHAP (RAG-E): one paired pool, ``refits`` fits on subsets of
-    its complement pairs, averaged. ``sampling``: how the pool is drawn, ``kernel`` (RAG-E,
-    see ``kernel_coalitions``), ``leverage`` or ``balanced`` (Leverage SHAP's designs and
-    weights, see ``leverage_coalitions``).
-
-    The pool (``budget`` distinct coalitions, default ``min(2^n, 10 n)``) always holds the
-    empty and full coalitions and each sampled coalition with its complement; it is scored once,
-    and each refit keeps a random ``fraction`` of the pairs, so refits cost no model calls.
-    Unlike RAG-E, which fits a ridge regression with a free intercept to every refit, each
-    refit here is Kernel SHAP's weighted least squares with ``phi_0 = v(empty)`` fixed and the
-    efficiency constraint ``sum phi = v(N) - v(empty)`` imposed: the average is then efficient
-    exactly, is not shrunk towards zero by a ridge penalty, and is exact on a complete pool.
-    """
-    if sampling not in POOL_DESIGNS:
-        raise ValueError(f"unknown sampling {sampling!r}: choose from {POOL_DESIGNS}")
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    return _refitted(oracle, seed, refits, fraction, paired=True, design=sampling)
-
-
-def mc_shap(
-    value_fn: ValueFn,
-    n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    refits: int = 100,
-    fraction: float = 0.5,
-    known: Known | None = None,
-) -> Estimate:
-    """Unpaired Monte-Carlo Kernel SHAP: as :func:`pmc_shap`, but the pool is sampled without
-    complements and each refit keeps a random ``fraction`` of its coalitions."""
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    return _refitted(oracle, seed, refits, fraction, paired=False, design="kernel")
-
-
-def _permutation_estimate(
-    oracle: Oracle,
-    rng: np.random.Generator,
+    *,
+    budget: int | None,
+    seed: int,
     position_weights: np.ndarray,
     tolerance: float,
     max_permutations: int,
-) -> np.ndarray:
-    """Average weighted marginal contributions along random permutations until the budget ends.
+    known: Known | None,
+) -> Estimate:
+    """Average weighted marginal contributions along random permutations until the budget ends
+    (TMC and Beta Shapley); ``position_weights[s]`` weighs the marginal at prefix size ``s``.
 
     A permutation whose remaining prefixes would exceed the budget is dropped. Truncation: once
     ``|v(N) - v(prefix)| <= tolerance |v(N) - v(empty)|`` the remaining marginals count as zero.
     """
-    n = oracle.n_players
+    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
+    rng = np.random.default_rng(seed)
+    n = n_players
     empty, full = _endpoints(oracle)
     scale = np.abs(full - empty)
     total, done = np.zeros((n, len(full))), 0
@@ -394,96 +316,16 @@ def _permutation_estimate(
         total += marginals
         done += 1
     if done == 0:
-        raise ValueError(
+        raise InputError(
             f"budget {oracle.budget} is too small for one permutation of {n} players "
             f"(needs up to {n + 1} value calls)"
         )
-    return total / done
+    return oracle.shape(total / done)
 
 
-def tmc_shapley(
-    value_fn: ValueFn,
-    n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    tolerance: float = 0.05,
-    max_permutations: int = 1000,
-    known: Known | None = None,
-) -> Estimate:
-    """Truncated Monte-Carlo Shapley (permutation sampling with truncation ``tolerance``)."""
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    weights = np.ones(n_players)
-    rng = np.random.default_rng(seed)
-    return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
-
-
-def beta_shapley(
-    value_fn: ValueFn,
-    n_players: int,
-    budget: int | None = None,
-    seed: int = 0,
-    alpha: float = 16.0,
-    beta: float = 1.0,
-    tolerance: float = 0.0,
-    max_permutations: int = 1000,
-    known: Known | None = None,
-) -> Estimate:
-    """Beta(alpha, beta)-Shapley by permutation sampling (alpha > beta favours small coalitions).
-
-    A uniform permutation puts the player after ``s`` others with probability ``1/n``, so the
-    marginal at prefix size ``s`` is reweighted by ``n C(n-1, s) w_beta(s)``.
-    """
+def beta_position_weights(n_players: int, alpha: float, beta: float) -> np.ndarray:
+    """Permutation weights of Beta(alpha, beta)-Shapley: a uniform permutation puts a player
+    after ``s`` others with probability ``1/n``, so the marginal at prefix size ``s`` is
+    reweighted by ``n C(n-1, s) w_beta(s)``."""
     sizes = np.arange(n_players)
-    weights = (
-        n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
-    )
-    oracle = Oracle(value_fn, n_players, resolve_budget(budget, n_players), known)
-    rng = np.random.default_rng(seed)
-    return oracle.shape(_permutation_estimate(oracle, rng, weights, tolerance, max_permutations))
-
-
-SAMPLED = {
-    "kernel_shap": kernel_shap,
-    "leverage_shap": leverage_shap,
-    "pmc_shap": pmc_shap,
-    "mc_shap": mc_shap,
-    "tmc": tmc_shapley,
-    "beta": beta_shapley,
-    "contextcite": contextcite_surrogate,
-}
-METHODS = ("exact", "loo", *SAMPLED)
-
-
-def required_calls(method: str, n_players: int, budget: int | None = None) -> int:
-    """Value calls ``method`` may spend: fixed for exact/LOO, the budget for the others."""
-    if method == "exact":
-        return 2**n_players
-    if method == "loo":
-        return n_players + 1
-    return resolve_budget(budget, n_players)
-
-
-def shapley_values(
-    value_fn: ValueFn,
-    n_players: int,
-    method: str = "exact",
-    budget: int | None = None,
-    seed: int = 0,
-    **options,
-) -> Estimate:
-    """Attribution of a cooperative game to its players: ``[n_players]`` or ``[n_players, T]``.
-
-    ``budget``: distinct coalitions the estimator may evaluate (exact needs ``2^n``, LOO
-    ``n + 1``; a smaller budget is an error); ``known`` coalitions do not count. ``options`` go
-    to the estimator (``known``, ``paired``, ``refits``, ``fraction``, ``sampling``,
-    ``tolerance``, ``alpha``, ``beta``, ``keep_prob``, ``l1``...).
-    """
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: choose from {METHODS}")
-    if method in ("exact", "loo"):
-        needed = required_calls(method, n_players)
-        if budget is not None and budget < needed:
-            raise ValueError(f"{method} needs {needed} value calls for {n_players} players")
-        estimator = exact_shapley if method == "exact" else leave_one_out
-        return estimator(value_fn, n_players, **options)
-    return SAMPLED[method](value_fn, n_players, budget=budget, seed=seed, **options)
+    return n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
