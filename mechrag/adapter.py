@@ -1,12 +1,12 @@
 """The one module that knows the TransformerBridge and the Hugging Face model underneath it.
 
-Everything else in mechrag reaches model internals through these functions: forward passes that
-ask for the last ``n`` logits only, key-value caches (cut, copied, and a shim for one known
-TransformerLens/transformers mismatch), sliding-window detection, greedy generation, hook names
-and the hook signature, the per-layer head output projection, and the output transform the logit
-lens reuses (final norm, unembedding, logit soft-cap). The lens always runs in float32: the final
-norm and the unembedding are applied as float32 copies, so bf16 models still give float32 lens
-distributions.
+Everything else in mechrag reaches model internals through these functions: model dimensions,
+forward passes that ask for the last ``n`` logits only, key-value caches (cut, copied, and a shim
+for one known TransformerLens/transformers mismatch), sliding-window detection, greedy
+generation, hook names and the hook signature, the per-layer head output projection, and the
+output transform the logit lens reuses (final norm, unembedding, logit soft-cap). The lens
+always runs in float32: the final norm and the unembedding are applied as float32 copies, so bf16
+models still give float32 lens distributions.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from jaxtyping import Float, Int
 from torch import Tensor
 
-# Residual-stream and component sites mechrag reads, as bridge hook names per layer.
+# Residual-stream and component sites mechrag captures, as bridge hook names per layer.
 SITES = {
     "z": "attn.hook_z",
     "resid_pre": "hook_resid_pre",
@@ -31,11 +31,13 @@ SITES = {
     "resid_post": "hook_resid_post",
     "mlp_out": "hook_mlp_out",
 }
+# Every per-layer hook mechrag uses: the captured sites and the pre-softmax attention scores.
+HOOKS = {**SITES, "attn_scores": "attn.hook_attn_scores"}
 
 
 def hook_name(layer: int, site: str) -> str:
-    """The bridge hook name of ``site`` (a key of ``SITES``) in block ``layer``."""
-    return f"blocks.{layer}.{SITES[site]}"
+    """The bridge hook name of ``site`` (a key of ``HOOKS``) in block ``layer``."""
+    return f"blocks.{layer}.{HOOKS[site]}"
 
 
 def hf_model(model):
@@ -49,6 +51,11 @@ def device(model) -> torch.device:
 
 def n_layers(model) -> int:
     return int(model.cfg.n_layers)
+
+
+def n_heads(model) -> int:
+    """Attention heads per layer (query heads, where grouped-query attention shares keys)."""
+    return int(model.cfg.n_heads)
 
 
 def vocab_size(model) -> int:
@@ -204,17 +211,18 @@ def greedy_generate(model, prompt_ids: list[int], max_new_tokens: int) -> list[i
 
 
 def active_hooks(model) -> tuple[int, ...]:
-    """A signature of the hooks registered on the model's TransformerLens hook points now.
+    """A signature of the forward hooks on the model's TransformerLens hook points now.
 
-    Interventions (``mechrag.ablate``, gates, ``model.hooks(...)``) live on hook points, and
-    each registration gets a fresh handle id, so results cached under one set of hooks are never
-    served under another. (The bridge's own wiring on the Hugging Face modules is not counted.)
+    Interventions (``mechrag.ablate``, gates, ``model.hooks(...)``, ``model.add_hook``) live on
+    hook points, which keep a handle for every hook they add; each registration gets a fresh
+    handle id, so results cached under one set of hooks are never served under another. Only
+    forward hooks count: backward hooks cannot change a forward pass. (The bridge's own wiring
+    on the Hugging Face modules is not counted.) A hook point listed under several names
+    counts once.
     """
-    ids: list[int] = []
-    for point in model.hook_dict.values():
-        ids.extend(point._forward_hooks)
-        ids.extend(point._forward_pre_hooks)
-    return tuple(sorted(ids))
+    return tuple(
+        sorted({handle.hook.id for point in model.hook_points() for handle in point.fwd_hooks})
+    )
 
 
 @contextmanager
@@ -349,4 +357,4 @@ def attention_scores_hook(layer: int) -> str:
     Adding ``log alpha`` to a key's column there scales the attention it receives by ``alpha``
     with the row renormalised (``alpha = 0`` masks the key out).
     """
-    return f"blocks.{layer}.attn.hook_attn_scores"
+    return hook_name(layer, "attn_scores")

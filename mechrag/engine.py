@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
@@ -29,9 +30,11 @@ from tqdm.auto import tqdm
 
 from mechrag import adapter
 from mechrag.divergences import DIVERGENCES
-from mechrag.prompts import PromptBuilder
+from mechrag.errors import InputError
+from mechrag.prompts import PromptBuilder, as_masks
 
-MaskBatch = Bool[Tensor, "n_masks n_sources"]
+# One boolean row per subset; torch or numpy (converted once, by ``as_masks``).
+MaskBatch = Bool[Tensor, "n_masks n_sources"] | Bool[np.ndarray, "n_masks n_sources"]
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -100,7 +103,7 @@ class Engine:
         default_tokens, default_overhead = (2048, 32) if on_cpu else (32768, 1024)
         self.max_batch_tokens = default_tokens if max_batch_tokens is None else max_batch_tokens
         if self.max_batch_tokens < 1 or max_logit_elements < 1:
-            raise ValueError("batch budgets must be positive")
+            raise InputError("batch budgets must be positive")
         self.max_logit_elements = max_logit_elements
         self.reuse_prefix = reuse_prefix
         self.batch_overhead_tokens = (
@@ -116,12 +119,12 @@ class Engine:
     ) -> list[list[int]]:
         """Model inputs per mask: prompt ids then the response without its last token."""
         if len(response_ids) == 0:
-            raise ValueError("response is empty: nothing to attribute")
+            raise InputError("response is empty: nothing to attribute")
         sequences = [builder.ids(mask) + list(response_ids[:-1]) for mask in masks]
         longest = max(len(s) for s in sequences) + 1
         limit = adapter.context_length(self.model)
         if limit and longest > limit:
-            raise ValueError(
+            raise InputError(
                 f"prompt plus response is {longest} tokens, longer than the model's context of "
                 f"{limit}: use fewer or shorter sources"
             )
@@ -301,10 +304,10 @@ class Engine:
         }
 
     @staticmethod
-    def _check_masks(builder: PromptBuilder, masks) -> MaskBatch:
-        masks = torch.as_tensor(masks, dtype=torch.bool)
+    def _check_masks(builder: PromptBuilder, masks: MaskBatch) -> Bool[Tensor, "n_masks n_sources"]:
+        masks = as_masks(masks)
         if masks.ndim != 2 or masks.shape[1] != builder.n_sources or len(masks) == 0:
-            raise ValueError(
+            raise InputError(
                 f"masks must be [n_masks >= 1, {builder.n_sources}], got {tuple(masks.shape)}"
             )
         return masks

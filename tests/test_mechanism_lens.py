@@ -8,7 +8,7 @@ import torch
 
 from mechrag import Case, adapter
 from mechrag.adapter import logit_soft_cap, output_bias
-from mechrag.mechanism.lens import head_writes, lens_logprobs, output_weight
+from mechrag.mechanism.lens import lens_logprobs
 
 IDS = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5, 6, 7, 9]]
 
@@ -23,9 +23,9 @@ def _batch(model):
 def _decomposition_error(model) -> float:
     ids, attention = _batch(model)
     names = [
-        f"blocks.{layer}.{hook}"
+        name
         for layer in range(model.cfg.n_layers)
-        for hook in ("attn.hook_z", "hook_attn_out")
+        for name in (adapter.hook_name(layer, "z"), f"blocks.{layer}.hook_attn_out")
     ]
     with torch.no_grad():
         _, cache = model.run_with_cache(ids, attention_mask=attention, names_filter=names)
@@ -37,7 +37,7 @@ def _decomposition_error(model) -> float:
 def decomposition_error(model, layer: int, cache) -> float:
     """Largest gap between the summed head writes (plus bias) and ``hook_attn_out``, relative
     to the largest entry of ``hook_attn_out``."""
-    total = adapter.head_writes(model, layer, cache[f"blocks.{layer}.attn.hook_z"]).sum(-2)
+    total = adapter.head_writes(model, layer, cache[adapter.hook_name(layer, "z")]).sum(-2)
     bias = output_bias(model, layer)
     if bias is not None:
         assert adapter.post_attention_norm(model, layer) is None  # no model has both yet
@@ -57,15 +57,21 @@ def test_gpt2_has_output_bias_and_llama_not(tiny_llama, tiny_gpt2):
     assert output_bias(tiny_gpt2, 0).shape == (tiny_gpt2.cfg.d_model,)
 
 
-def test_transposed_w_o_would_fail(tiny_llama):
-    """The check can fail: the ARC-JSD reference code's ``W`` instead of ``W^T`` is caught."""
+def test_transposed_w_o_would_fail(tiny_llama, monkeypatch):
+    """The check can fail: the ARC-JSD reference code's ``W`` instead of ``W^T``, fed to the
+    head writes the package itself uses, is caught."""
     ids, attention = _batch(tiny_llama)
     with torch.no_grad():
         _, cache = tiny_llama.run_with_cache(ids, attention_mask=attention)
-    w_o = output_weight(tiny_llama)[0]
-    n_heads, d_head, d_model = w_o.shape
-    wrong = w_o.reshape(d_model, n_heads * d_head).T.reshape(n_heads, d_head, d_model)
-    total = head_writes(cache["blocks.0.attn.hook_z"], wrong).sum(-2)
+    correct = adapter.output_weight
+
+    def transposed(model, layer: int):
+        w_o = correct(model, layer)
+        n_heads, d_head, d_model = w_o.shape
+        return w_o.reshape(d_model, n_heads * d_head).T.reshape(n_heads, d_head, d_model)
+
+    monkeypatch.setattr(adapter, "output_weight", transposed)
+    total = adapter.head_writes(tiny_llama, 0, cache[adapter.hook_name(0, "z")]).sum(-2)
     assert (total - cache["blocks.0.hook_attn_out"]).abs().max() > 1e-2
 
 
@@ -80,7 +86,7 @@ def test_lens_of_final_residual_is_the_model_output(family, request):
     n = len(case.response_ids)
     assert acts["z"].shape == (model.cfg.n_layers, 3, n, model.cfg.n_heads, model.cfg.d_head)
     for row, mask in enumerate(masks):
-        ids = case.builder.ids(torch.as_tensor(mask)) + case.response_ids[:-1]
+        ids = case.builder.ids(mask) + case.response_ids[:-1]
         with torch.no_grad():
             expected = model(torch.tensor([ids]))[0, -n:].float().log_softmax(-1)
         lens = lens_logprobs(model, acts["resid_post"][-1, row])

@@ -1,8 +1,10 @@
 """Sources, sentence splitting and prompt rendering of subsets."""
 
+import numpy as np
 import pytest
 import torch
 
+from mechrag.engine import Engine
 from mechrag.prompts import PromptBuilder, render_context
 from mechrag.sources import Source, as_sources, documents_from_texts, split_sentences
 
@@ -64,3 +66,22 @@ def test_builder_plain_prompt_without_chat_template(tiny_llama):
             system_prompt="Be brief.",
             use_chat_template=False,
         )
+
+
+def test_builder_and_engine_take_numpy_masks_as_torch(tiny_llama):
+    """Masks may be numpy (as ``Case`` keeps them) or torch, at every entry."""
+    builder = PromptBuilder(tiny_llama.tokenizer, "Which?", as_sources(["A one.", "B two."]))
+    numpy_masks = np.array([[True, False], [False, True], [True, True]])
+    torch_masks = torch.as_tensor(numpy_masks)
+    for numpy_mask, torch_mask in zip(numpy_masks, torch_masks):
+        assert builder.text(numpy_mask) == builder.text(torch_mask)
+        assert builder.ids(numpy_mask) == builder.ids(torch_mask)
+    assert builder.context(numpy_masks[::-1][0]) == "A one. B two."  # a reversed view
+    engine = Engine(tiny_llama)
+    response = builder.response_ids("Yes.")
+    reference = engine.reference(builder, response)
+    from_numpy = engine.score(builder, response, numpy_masks, reference)
+    from_torch = engine.score(builder, response, torch_masks, reference)
+    torch.testing.assert_close(from_numpy.token_logprobs, from_torch.token_logprobs)
+    with pytest.raises(ValueError, match="masks must be"):
+        engine.score(builder, response, np.ones((1, 3), dtype=bool), reference)

@@ -23,6 +23,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from mechrag import adapter
+from mechrag.errors import InputError
 from mechrag.mechanism.gates import check_components, edit_components, gate
 
 MODES = ("zero", "scale", "mean")
@@ -42,7 +43,7 @@ def parse_heads(specs: Iterable[str]) -> list[tuple[int, int]]:
     for spec in specs:
         layer, dot, head = str(spec).partition(".")
         if not dot or not layer.isdigit() or not head.isdigit():
-            raise ValueError(f"head {spec!r} must be written LAYER.HEAD, e.g. 12.3")
+            raise InputError(f"head {spec!r} must be written LAYER.HEAD, e.g. 12.3")
         heads.append((int(layer), int(head)))
     return heads
 
@@ -51,9 +52,9 @@ def parse_heads(specs: Iterable[str]) -> list[tuple[int, int]]:
 def component_means(model, engine, sequences: list[list[int]]):
     """Mean ``z`` per head and mean MLP output per layer over all tokens of ``sequences``.
 
-    Sequences are batched (longest first) under the engine's token budget.
+    Sequences are batched by the engine's planner (its token budget and padding overhead).
     """
-    n_layers = model.cfg.n_layers
+    n_layers = adapter.n_layers(model)
     sums: dict[str, list] = {"z": [0.0] * n_layers, "mlp_out": [0.0] * n_layers}
     count = 0
 
@@ -64,32 +65,23 @@ def component_means(model, engine, sequences: list[list[int]]):
 
         return hook
 
-    for batch in _token_batches(sequences, engine.max_batch_tokens):
-        ids, attention = engine.batch_inputs(batch)
+    # No prefix is shared (nothing is cached), and only the last position's logits are asked.
+    plan = engine.plan(sequences, prefixes=[0] * len(sequences), n_response=1)
+    for batch in plan:
+        ids, attention = engine.batch_inputs([sequences[row] for row in batch.rows])
         hooks = [
-            (f"blocks.{layer}.{name}", adder(key, layer, attention))
-            for key, name in (("z", "attn.hook_z"), ("mlp_out", "hook_mlp_out"))
+            (adapter.hook_name(layer, key), adder(key, layer, attention))
+            for key in ("z", "mlp_out")
             for layer in range(n_layers)
         ]
         with model.hooks(fwd_hooks=hooks):
             adapter.forward(model, ids, attention, n_logits=1)
         count += int(attention.sum())
     if count == 0:
-        raise ValueError("no reference tokens to average over")
+        raise InputError("no reference tokens to average over")
     return ComponentMeans(
         z=torch.stack(sums["z"]) / count, mlp_out=torch.stack(sums["mlp_out"]) / count
     )
-
-
-def _token_batches(sequences: list[list[int]], max_tokens: int) -> list[list[list[int]]]:
-    """Longest first, each batch's padded size ``rows * longest`` within ``max_tokens``."""
-    batches: list[list[list[int]]] = []
-    for sequence in sorted(sequences, key=len, reverse=True):
-        if batches and (len(batches[-1]) + 1) * len(batches[-1][0]) <= max_tokens:
-            batches[-1].append(sequence)
-        else:
-            batches.append([sequence])
-    return batches
 
 
 @contextmanager
@@ -108,9 +100,9 @@ def ablate(
     """
     heads, mlps = [tuple(map(int, h)) for h in heads], sorted({int(m) for m in mlps})
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "mean" and means is None:
-        raise ValueError("mode='mean' needs means=component_means(...)")
+        raise InputError("mode='mean' needs means=component_means(...)")
     if mode != "mean":
         factor = 0.0 if mode == "zero" else scale
         with gate(model, dict.fromkeys(heads, factor), dict.fromkeys(mlps, factor)):

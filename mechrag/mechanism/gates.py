@@ -24,6 +24,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from mechrag import adapter
+from mechrag.errors import InputError
 
 # ``edit(activation)`` returns the replacement for a [..., n_chosen, d_head] slice of ``z`` (heads)
 # or for a [..., d_model] MLP output.
@@ -32,13 +33,13 @@ Edit = Callable[[Tensor], Tensor]
 
 def check_components(model, heads: Sequence[tuple[int, int]], mlps: Sequence[int]) -> None:
     """Raise ``ValueError`` for a head or MLP the model does not have."""
-    n_layers, n_heads = model.cfg.n_layers, model.cfg.n_heads
+    n_layers, n_heads = adapter.n_layers(model), adapter.n_heads(model)
     for layer, head in heads:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"head {layer}.{head} out of range ({n_layers} x {n_heads} heads)")
+            raise InputError(f"head {layer}.{head} out of range ({n_layers} x {n_heads} heads)")
     for layer in mlps:
         if not 0 <= layer < n_layers:
-            raise ValueError(f"MLP {layer} out of range ({n_layers} layers)")
+            raise InputError(f"MLP {layer} out of range ({n_layers} layers)")
 
 
 def _head_hook(chosen: list[int], edit: Edit):
@@ -93,7 +94,7 @@ def _mlp_scaler(factor: float) -> Edit:
 def _check_factor(factor: float) -> float:
     factor = float(factor)
     if not math.isfinite(factor):
-        raise ValueError(f"gate factors must be finite, got {factor}")
+        raise InputError(f"gate factors must be finite, got {factor}")
     return factor
 
 

@@ -19,18 +19,27 @@ components with the highest ``J_c``; components outside the rule's set keep fact
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mechrag.mechanism.gates import Gates
-from mechrag.mechanism.result import ComponentAttribution
+from mechrag.errors import InputError
+
+if TYPE_CHECKING:  # the rules themselves need only numpy: the command line reads RULES fast
+    from mechrag.mechanism.gates import Gates
+    from mechrag.mechanism.result import ComponentAttribution
 
 RULES = ("damp", "sigmoid", "amplify")
+# When gates act during generation: ``dynamic`` only at steps whose context echo is below the
+# threshold (:mod:`mechrag.mechanism.gated_decoding`), ``static`` at every step.
+GATING_MODES = ("dynamic", "static")
 DEFAULT_FACTORS = {"damp": 0.0, "sigmoid": 0.0, "amplify": 1.5}
 
 
 def _gates_from_flat(attribution: ComponentAttribution, factors: dict[int, float]) -> Gates:
     """``Gates`` from flat component indices (heads layer-major, then MLPs) -> factor."""
+    from mechrag.mechanism.gates import Gates
+
     heads, mlps = {}, {}
     for index, factor in factors.items():
         component = attribution.component(int(index))
@@ -57,11 +66,11 @@ class GatingRule:
 
     def __post_init__(self) -> None:
         if self.name not in RULES:
-            raise ValueError(f"rule must be one of {RULES}, got {self.name!r}")
+            raise InputError(f"rule must be one of {RULES}, got {self.name!r}")
         if self.k < 1:
-            raise ValueError(f"k must be at least 1, got {self.k}")
+            raise InputError(f"k must be at least 1, got {self.k}")
         if self.scale is not None and self.scale <= 0:
-            raise ValueError(f"scale must be positive, got {self.scale}")
+            raise InputError(f"scale must be positive, got {self.scale}")
 
     @property
     def strength(self) -> float:
@@ -71,7 +80,7 @@ class GatingRule:
         """The gate factors this rule gives ``attribution``'s components."""
         scores, gains = attribution.scores, attribution.gains
         if gains is None and self.name != "amplify":
-            raise ValueError(f"rule {self.name!r} needs semantic gains (localize(gains=True))")
+            raise InputError(f"rule {self.name!r} needs semantic gains (localize(gains=True))")
         top = attribution.ranking[: min(self.k, scores.size)]
         if self.name == "damp":
             chosen = {int(i): self.strength for i in top if gains[i] < 0}
@@ -93,6 +102,8 @@ class GatingRule:
 
 def random_gates(gates: Gates, n_layers: int, n_heads: int, seed: int = 0) -> Gates:
     """The same number of gated heads and MLPs with the same factors, on random components."""
+    from mechrag.mechanism.gates import Gates
+
     rng = np.random.default_rng(seed)
     head_slots = rng.choice(n_layers * n_heads, size=len(gates.heads), replace=False)
     mlp_slots = rng.choice(n_layers, size=len(gates.mlps), replace=False)

@@ -4,11 +4,12 @@ A component's *write* is what it adds to the residual stream: for attention head
 ``l`` that is ``z[l, h] @ W_O[l, h]`` (``z`` is the head's attention-weighted value,
 ``[d_head]``; ``W_O[l, h]`` its ``[d_head, d_model]`` slice of the output projection, so the head
 writes ``z W_O[l, h]``, never ``z W_O^T``); for an MLP it is ``hook_mlp_out``. The per-head
-writes plus the output bias sum to the attention block's output. The lens maps any write ``x``
-to ``log_softmax(cap(unembed(final_norm(x))))`` with the model's own final-norm and unembedding
-modules and its logit soft-cap when it has one, always in float32 (see :mod:`mechrag.adapter`).
-Activations are captured at response positions only, through the engine; heads are projected in
-chunks so the ``[.., vocab]`` tensors stay under a fixed element budget.
+writes (:func:`mechrag.adapter.head_writes`) plus the output bias sum to the attention block's
+output. The lens maps any write ``x`` to ``log_softmax(cap(unembed(final_norm(x))))`` with the
+model's own final-norm and unembedding modules and its logit soft-cap when it has one, always in
+float32 (see :mod:`mechrag.adapter`). Activations are captured at response positions only,
+through the engine; heads are projected in chunks so the ``[.., vocab]`` tensors stay under a
+fixed element budget.
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ DEFAULT_LOGIT_BUDGET = 1 << 25  # vocabulary-sized float32 elements held at once
 class ResponseActivations:
     """Activations at the response positions of each row (as :meth:`mechrag.Case.capture`).
 
-    ``z[l]`` is ``blocks.{l}.attn.hook_z``; ``resid_pre/mid/post[l]`` and ``mlp_out[l]`` are the
-    residual stream before attention, between attention and MLP, after the block, and the MLP
-    output of layer ``l``.
+    One entry per site of :data:`mechrag.adapter.SITES`: ``z[l]`` is layer ``l``'s per-head
+    input to ``W_O``; ``resid_pre/mid/post[l]`` and ``mlp_out[l]`` are the residual stream before
+    attention, between attention and MLP, after the block, and the MLP output of layer ``l``.
     """
 
     z: Float[Tensor, "n_layers batch n_response n_heads d_head"]
@@ -40,22 +41,6 @@ class ResponseActivations:
     resid_mid: Float[Tensor, "n_layers batch n_response d_model"]
     resid_post: Float[Tensor, "n_layers batch n_response d_model"]
     mlp_out: Float[Tensor, "n_layers batch n_response d_model"]
-
-
-def output_weight(model) -> Float[Tensor, "n_layers n_heads d_head d_model"]:
-    """``W_O`` of every layer in float32 (``adapter.output_weight`` gives one layer)."""
-    layers = range(model.cfg.n_layers)
-    return torch.stack([adapter.output_weight(model, layer) for layer in layers])
-
-
-def head_writes(
-    z: Float[Tensor, "*batch n_heads d_head"], w_o: Float[Tensor, "*w n_heads d_head d_model"]
-) -> Float[Tensor, "*batch n_heads d_model"]:
-    """Each head's write to the residual stream, ``z[h] @ W_O[h]``.
-
-    Leading axes broadcast (``w_o`` may carry a layer axis matching ``z``'s).
-    """
-    return torch.einsum("...hd,...hdm->...hm", z, w_o)
 
 
 @torch.inference_mode()
@@ -79,7 +64,7 @@ def chunked_lens_jsd(
 ) -> Float[Tensor, "n_response n_components"]:
     """``lens_jsd`` over components in chunks of at most ``budget`` vocabulary elements."""
     n_response, n_components = writes.shape[1], writes.shape[2]
-    chunk = max(1, budget // (2 * n_response * int(model.cfg.d_vocab)))
+    chunk = max(1, budget // (2 * n_response * adapter.vocab_size(model)))
     parts = [
         lens_jsd(model, writes[:, :, start : start + chunk])
         for start in range(0, n_components, chunk)
@@ -93,7 +78,7 @@ def head_lens_jsd(
     """Per-token lens JSD of every head's write, one layer's heads per write tensor."""
     per_layer = [
         chunked_lens_jsd(model, adapter.head_writes(model, layer, activations.z[layer]), budget)
-        for layer in range(model.cfg.n_layers)
+        for layer in range(adapter.n_layers(model))
     ]
     return rearrange(torch.stack(per_layer), "layer response head -> layer head response")
 

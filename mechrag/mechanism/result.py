@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
+from mechrag.errors import InputError
 from mechrag.results import Result
 
 ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
@@ -128,7 +129,7 @@ class ComponentAttribution(Result):
     def top(self, k: int = 10, kind: str | None = None) -> list[Component]:
         """The ``k`` highest-scoring components, optionally only ``kind`` ("head" or "mlp")."""
         if kind not in (None, "head", "mlp"):
-            raise ValueError(f"kind must be 'head', 'mlp' or None, got {kind!r}")
+            raise InputError(f"kind must be 'head', 'mlp' or None, got {kind!r}")
         if kind is None:
             return super().top(k)
         return [c for c in map(self.component, self.ranking.tolist()) if c.kind == kind][:k]
@@ -138,17 +139,17 @@ class ComponentAttribution(Result):
         from mechrag.metrics import spearman_test
 
         if self.gains is None:
-            raise ValueError("this result has no semantic gains")
+            raise InputError("this result has no semantic gains")
         return spearman_test(self.scores, self.gains)
 
     @classmethod
     def average(cls, results: list[ComponentAttribution]) -> ComponentAttribution:
         """Element-wise mean over examples (``metadata['std']`` holds the standard deviations)."""
         if not results:
-            raise ValueError("nothing to average")
+            raise InputError("nothing to average")
         shapes = {r.heads.shape for r in results}
         if len(shapes) != 1:
-            raise ValueError(f"results come from different models: head shapes {shapes}")
+            raise InputError(f"results come from different models: head shapes {shapes}")
         means, stds = {}, {}
         for name in ARRAYS:
             values = [getattr(r, name) for r in results]

@@ -32,6 +32,7 @@ from jaxtyping import Float
 from torch import Tensor
 
 from mechrag import adapter
+from mechrag.errors import InputError
 from mechrag.mechanism.lens import ResponseActivations
 
 TARGETS = ("response", "answer")
@@ -59,11 +60,11 @@ def alignment(
 def _directions(model, response_ids, target: str, answer_ids) -> Tensor:
     """``[n_response, m, d_model]`` target directions per response position."""
     if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+        raise InputError(f"target must be one of {TARGETS}, got {target!r}")
     if target == "response":
         return adapter.unembedding_directions(model, torch.as_tensor(list(response_ids)))[:, None]
     if not answer_ids:
-        raise ValueError("target='answer' needs the gold answer's token ids (answer_ids)")
+        raise InputError("target='answer' needs the gold answer's token ids (answer_ids)")
     answer = adapter.unembedding_directions(model, torch.as_tensor(list(answer_ids)))
     return answer[None].expand(len(response_ids), -1, -1)
 
@@ -81,7 +82,7 @@ def semantic_gain(
     """Semantic gain of every component on batch row ``row`` (the full-context prompt)."""
     u = _directions(model, response_ids, target, answer_ids).to(activations.z.device)
     heads, attention, mlps = [], [], []
-    for layer in range(model.cfg.n_layers):
+    for layer in range(adapter.n_layers(model)):
         pre = activations.resid_pre[layer, row]
         mid = activations.resid_mid[layer, row]
         post = activations.resid_post[layer, row]
