@@ -3,14 +3,86 @@
 Whole files are written through a temporary file and an atomic rename. Record logs are JSON
 lines appended one record per ``write`` + ``flush`` + ``fsync``: a kill can tear at most the
 last line, which :func:`repair_jsonl` cuts off before a resumed run appends again.
+
+Every result serialises one way: :func:`json_ready` turns it into JSON types, :func:`write_json`
+writes that atomically, and :class:`Serializable` gives result dataclasses ``to_dict``,
+``from_dict``, ``to_json`` and ``save`` (the JSON file and the figures the result draws).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+
+def json_ready(value):
+    """``value`` in JSON types: a dataclass as its ``to_dict()`` (or its fields), tuples as
+    lists, numpy arrays and scalars as lists and Python numbers, paths as strings."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if hasattr(value, "to_dict"):
+            return json_ready(value.to_dict())
+        return {f.name: json_ready(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {key: json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(item) for item in value]
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(path: str | Path, data) -> Path:
+    """Write ``data`` (through :func:`json_ready`) as indented JSON, atomically."""
+    return write_text_atomic(path, json.dumps(json_ready(data), indent=1))
+
+
+class Serializable:
+    """What every result dataclass shares to serialise and save itself.
+
+    ``to_dict`` holds the dataclass fields (JSON-ready; a subclass may add derived entries, such
+    as summaries), ``from_dict`` reads the fields back and ignores derived entries, and ``save``
+    writes ``to_dict`` and the figures of ``plots``.
+    """
+
+    default_name: ClassVar[str] = "result"
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary of the fields (``from_dict`` inverts it)."""
+        return {f.name: json_ready(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """The result ``to_dict`` describes (entries that are not fields are derived: skipped)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        return cls(**{name: value for name, value in data.items() if name in names})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def plots(self, name: str) -> dict[str, Callable]:
+        """The figures ``save`` writes: file stem -> function drawing it (none by default)."""
+        return {}
+
+    def save(self, directory: str | Path, name: str | None = None) -> list[Path]:
+        """Write ``name``.json (default :attr:`default_name`) and each figure of ``plots`` as
+        .png/.svg under ``directory``; each file appears only once fully written.
+
+        Returns the written paths.
+        """
+        from mechrag.plots.results import save_figures
+
+        directory, name = Path(directory), name or self.default_name
+        record = write_json(directory / f"{name}.json", self.to_dict())
+        return [record, *save_figures(self.plots(name), directory)]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:

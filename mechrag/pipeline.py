@@ -14,13 +14,14 @@ then aligns them: WARG (tau = 1.5), Wasted Retrieval@k and Noise Distraction@k.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
 from mechrag.case import Case
+from mechrag.errors import InputError
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import (
     WARG_TAU,
@@ -30,9 +31,10 @@ from mechrag.metrics.alignment import (
     ranks,
     warg,
 )
+from mechrag.outputs import Serializable, json_ready
 from mechrag.results import Attribution
 from mechrag.retrieval.conditions import PromptCondition, prompt_condition
-from mechrag.retrieval.corpus import Document
+from mechrag.retrieval.corpus import Document, Origin
 from mechrag.retrieval.integrated_gradients import RetrieverIntegratedGradients, TokenAttribution
 from mechrag.retrieval.retriever import Hit, Retriever
 
@@ -51,13 +53,15 @@ def generator_value(case):
 
 
 @dataclass
-class PipelineExplanation:
+class PipelineExplanation(Serializable):
     """Both sides of one RAG answer and their alignment.
 
     ``documents`` are the prompt's documents in prompt order; ``retriever_scores`` and
     ``generator.scores`` hold one score per prompt document. ``hits`` are the retriever's top
-    ``k`` (rank 1 = best).
+    ``k`` (rank 1 = best); their documents are among the prompt's (every condition holds them).
     """
+
+    default_name = "explanation"
 
     query: str
     condition: PromptCondition
@@ -138,33 +142,65 @@ class PipelineExplanation:
         }
 
     def to_dict(self) -> dict:
-        return {
-            **self.summary(),
-            "documents": self.to_frame().to_dict(orient="records"),
-            "texts": {d.id: d.text for d in self.documents},
-            "hits": [{"rank": h.rank, "score": h.score, "id": h.document.id} for h in self.hits],
-            "generator": self.generator.to_dict(),
-            "query_saliency": self.query_saliency.to_dict() if self.query_saliency else None,
-            "document_saliency": [s.to_dict() for s in self.document_saliency or []],
-            "metadata": self.metadata,
-        }
+        """``summary()``, the ``to_frame`` rows, the texts, hits, the prompt condition and both
+        sides' attributions (``from_dict`` inverts it)."""
+        return json_ready(
+            {
+                **self.summary(),
+                "documents": self.to_frame().to_dict(orient="records"),
+                "texts": {d.id: d.text for d in self.documents},
+                "hits": [
+                    {"rank": h.rank, "score": h.score, "id": h.document.id} for h in self.hits
+                ],
+                "prompt_condition": self.condition,
+                "generator": self.generator,
+                "query_saliency": self.query_saliency,
+                "document_saliency": self.document_saliency or [],
+                "metadata": self.metadata,
+            }
+        )
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, default=_json_default)
+    @classmethod
+    def from_dict(cls, data: dict) -> PipelineExplanation:
+        condition = _prompt_condition_from_dict(data["prompt_condition"])
+        by_id = {d.id: d for d in condition.documents}
+        query_saliency = data["query_saliency"]
+        document_saliency = [TokenAttribution.from_dict(s) for s in data["document_saliency"]]
+        return cls(
+            query=data["query"],
+            condition=condition,
+            hits=[
+                Hit(rank=h["rank"], score=h["score"], document=by_id[h["id"]]) for h in data["hits"]
+            ],
+            retriever_scores=np.array([row["retriever_score"] for row in data["documents"]]),
+            generator=Attribution.from_dict(data["generator"]),
+            query_saliency=TokenAttribution.from_dict(query_saliency) if query_saliency else None,
+            document_saliency=document_saliency or None,  # to_dict writes None as []
+            tau=data["tau"],
+            generator_aipc=data["generator_aipc"],
+            metadata=data["metadata"],
+        )
+
+    def plots(self, name: str) -> dict:
+        """``query_saliency``, ``tokens``, ``ranks`` and ``document_{i}_{id}_saliency`` for each
+        prompt document (position ``i`` from 1); saliency only where explained."""
+        saliency = self.query_saliency is not None
+        drawers = {"query_saliency": self.plot_query_saliency} if saliency else {}
+        drawers |= {"tokens": self.plot_tokens, "ranks": self.plot_ranks}
+        for index, document in enumerate(self.documents if self.document_saliency else []):
+            stem = f"document_{index + 1}_{document.id}_saliency"
+            drawers[stem] = partial(self.plot_document_saliency, index)
+        return drawers
 
     def plot_query_saliency(self, ax=None):
-        from mechrag.plots.saliency import plot_token_saliency
-
         if self.query_saliency is None:
-            raise ValueError("explained without query saliency")
-        return plot_token_saliency(self.query_saliency, ax=ax)
+            raise InputError("explained without query saliency")
+        return self.query_saliency.plot(ax=ax)
 
     def plot_document_saliency(self, index: int = 0, ax=None):
-        from mechrag.plots.saliency import plot_token_saliency
-
         if not self.document_saliency:
-            raise ValueError("explained without document saliency")
-        return plot_token_saliency(self.document_saliency[index], ax=ax)
+            raise InputError("explained without document saliency")
+        return self.document_saliency[index].plot(ax=ax)
 
     def plot_tokens(self, ax=None):
         """Document x response-token heatmap of the generator's attribution."""
@@ -182,12 +218,13 @@ class PipelineExplanation:
         )
 
 
-def _json_default(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot serialise {type(value).__name__}")
+def _prompt_condition_from_dict(data: dict) -> PromptCondition:
+    """The :class:`PromptCondition` of its ``json_ready`` form (documents with provenance)."""
+    documents = [
+        Document(**{**d, "provenance": [Origin(**o) for o in d["provenance"]]})
+        for d in data["documents"]
+    ]
+    return PromptCondition(**{**data, "documents": documents})
 
 
 def explain(

@@ -8,30 +8,19 @@ items through small hooks (``labels``, ``_item``, ``_key_columns``, ``_extra_col
 
 from __future__ import annotations
 
-import json
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from jaxtyping import Float
 
+from mechrag.outputs import Serializable, write_json, write_text_atomic
 from mechrag.sources import Source
 
 
-def _json_ready(value):
-    """``value`` with numpy arrays and scalars turned into lists and Python numbers."""
-    if isinstance(value, dict):
-        return {key: _json_ready(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_ready(item) for item in value]
-    if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    return value
-
-
 @dataclass
-class Result:
+class Result(Serializable):
     """Scores from one method over a flat list of items.
 
     Subclasses provide ``scores`` (a field or a property: float64, one entry per item).
@@ -79,10 +68,6 @@ class Result:
         columns = {**self._key_columns(), "score": self.scores, "rank": ranks}
         return pd.DataFrame({**columns, **self._extra_columns()})
 
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary (``from_dict`` inverts it)."""
-        return _json_ready(asdict(self))
-
     @classmethod
     def from_dict(cls, data: dict):
         """Inverse of ``to_dict``; also reads records written before ``forward_passes``
@@ -97,28 +82,23 @@ class Result:
 
         return plot_scores(self, k=k, ax=ax, highlight=highlight)
 
-    def save(self, directory: str | Path, name: str, figure=None) -> list[Path]:
+    def plots(self, name: str) -> dict:
+        return {f"{name}_scores": self.plot}
+
+    def save(self, directory: str | Path, name: str | None = None, figure=None) -> list[Path]:
         """Write ``name``.csv (``to_frame``), ``name``.json (``to_dict``) and ``figure``
-        (default: ``plot()``) as ``name``_scores.png/.svg under ``directory``.
+        (default: ``plot()``, closed after) as ``name``_scores.png/.svg under ``directory``.
 
         Each file appears only once fully written. Returns the written paths.
         """
-        import matplotlib.pyplot as plt
-
-        from mechrag.outputs import write_text_atomic
         from mechrag.plots.results import save_figure
 
-        directory, own_figure = Path(directory), figure is None
-        figure = self.plot() if own_figure else figure
-        try:
-            written = [
-                write_text_atomic(directory / f"{name}.csv", self.to_frame().to_csv(index=False)),
-                write_text_atomic(directory / f"{name}.json", json.dumps(self.to_dict(), indent=1)),
-            ]
-            return written + save_figure(figure, directory / f"{name}_scores")
-        finally:
-            if own_figure:
-                plt.close(figure)
+        directory, name = Path(directory), name or self.default_name
+        table = write_text_atomic(directory / f"{name}.csv", self.to_frame().to_csv(index=False))
+        if figure is None:
+            return [table, *super().save(directory, name)]
+        record = write_json(directory / f"{name}.json", self.to_dict())
+        return [table, record, *save_figure(figure, directory / f"{name}_scores")]
 
     def __repr__(self) -> str:
         labels, scores = self.labels, self.scores

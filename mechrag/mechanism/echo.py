@@ -24,8 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 from jaxtyping import Bool, Float
+
+from mechrag.outputs import Serializable
 
 DEFAULT_THRESHOLD = 0.1
 
@@ -37,8 +38,13 @@ def answer_token_mask(tokens: list[str]) -> Bool[np.ndarray, " n_response"]:
 
 
 @dataclass
-class Echo:
-    """Per-token context and source echo of one response, with response-level summaries."""
+class Echo(Serializable):
+    """Per-token context and source echo of one response, with response-level summaries.
+
+    ``to_dict`` adds the summaries (``context_summary``, ``source_summary``) to the fields.
+    """
+
+    default_name = "echo"
 
     response_tokens: list[str]
     context: Float[np.ndarray, " n_response"]
@@ -46,6 +52,11 @@ class Echo:
     top_source: str
     answer_mask: Bool[np.ndarray, " n_response"]
     threshold: float = DEFAULT_THRESHOLD
+
+    def __post_init__(self) -> None:
+        """Arrays, also when read back from lists (``from_dict``)."""
+        self.context, self.source = np.asarray(self.context), np.asarray(self.source)
+        self.answer_mask = np.asarray(self.answer_mask, dtype=bool)
 
     def summary(self, which: str = "context") -> dict[str, float]:
         """``mean``, ``minimum`` and ``share_below`` of the ``context`` or ``source`` echo."""
@@ -75,12 +86,7 @@ class Echo:
 
     def to_dict(self) -> dict:
         return {
-            "response_tokens": self.response_tokens,
-            "context": self.context.tolist(),
-            "source": self.source.tolist(),
-            "top_source": self.top_source,
-            "answer_mask": self.answer_mask.tolist(),
-            "threshold": self.threshold,
+            **super().to_dict(),
             "context_summary": self.summary("context"),
             "source_summary": self.summary("source"),
         }
@@ -91,6 +97,9 @@ class Echo:
 
         return plot_echo_strip(self, ax=ax)
 
+    def plots(self, name: str) -> dict:
+        return {f"{name}_strip": self.plot}
+
 
 def echo(case, *, threshold: float = DEFAULT_THRESHOLD) -> Echo:
     """Context echo and top-source echo of ``case``'s response (one engine call).
@@ -100,7 +109,7 @@ def echo(case, *, threshold: float = DEFAULT_THRESHOLD) -> Echo:
     """
     masks = np.concatenate([case.empty_mask()[None], case.leave_one_out_masks()])
     divergences = case.token_divergences(masks)
-    top = int(np.argmax(divergences[1:].sum(-1)))
+    top = case.top_source()  # ARC-JSD on the leave-one-out subsets just scored
     tokens = list(case.response_tokens)
     return Echo(
         response_tokens=tokens,
@@ -117,6 +126,8 @@ def detector_scores(case, result: Echo) -> dict[str, float]:
     without_top = np.stack([case.full_mask(), case.full_mask()])
     without_top[1, case.source_index(result.top_source)] = False
     logprobs = case.token_logprobs(without_top)
+    import torch  # a case exists, so torch is loaded already
+
     full = case.reference_logprobs()  # [T, vocab], the full-context distributions
     entropies = torch.special.entr(full.exp()).sum(-1).double().numpy()
     keep = result.answer_mask

@@ -24,7 +24,9 @@ from jaxtyping import Float
 
 from mechrag import adapter
 from mechrag.divergences import jsd
+from mechrag.errors import InputError
 from mechrag.mechanism.gates import Gates
+from mechrag.outputs import Serializable
 
 NextLogprobs = Float[torch.Tensor, " vocab"]
 
@@ -44,8 +46,10 @@ def extend(model, token: int, cache) -> NextLogprobs:
 
 
 @dataclass
-class GatedDecoding:
+class GatedDecoding(Serializable):
     """A greedy response with its per-step echo and where the gate fired."""
+
+    default_name = "gated_decoding"
 
     response_ids: list[int]
     echo: list[float] = field(default_factory=list)
@@ -54,9 +58,6 @@ class GatedDecoding:
     @property
     def n_fired(self) -> int:
         return int(np.sum(self.fired))
-
-    def to_dict(self) -> dict:
-        return {"response_ids": self.response_ids, "echo": self.echo, "fired": self.fired}
 
 
 @torch.inference_mode()
@@ -70,13 +71,15 @@ def decode_with_gates(
 ) -> GatedDecoding:
     """Greedy decoding from ``prompt_ids``, gating the steps whose echo is below ``threshold``.
 
-    ``query_only_ids``: the same prompt without context (``builder.ids(builder.empty_mask)``).
+    ``query_only_ids``: the same prompt without context, e.g. ``builder.ids(empty)`` with
+    ``empty = torch.zeros(builder.n_sources, dtype=torch.bool)`` for a
+    :class:`~mechrag.prompts.PromptBuilder` ``builder``.
     The end-of-turn token ends the response and is not included.
     """
     if max_new_tokens < 1:
-        raise ValueError("max_new_tokens must be at least 1")
+        raise InputError("max_new_tokens must be at least 1")
     if len(prompt_ids) < 2 or len(query_only_ids) < 2:
-        raise ValueError("prompts must have at least two tokens")
+        raise InputError("prompts must have at least two tokens")
     stops = adapter.stop_token_ids(model)
     context_cache = prefill(model, prompt_ids[:-1])
     query_cache = prefill(model, query_only_ids[:-1])

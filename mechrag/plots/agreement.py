@@ -1,10 +1,11 @@
-"""Figures for estimator agreement (metric vs budget) and the position-bias check."""
+"""Figures for estimator agreement (metric vs budget)."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
+
+from mechrag.errors import InputError
 
 MARKERS = ("o", "s", "^", "D")
 
@@ -19,7 +20,7 @@ def plot_agreement(
     """
     missing = {"method", "budget", *metrics} - set(table.columns)
     if missing:
-        raise ValueError(f"agreement table lacks columns {sorted(missing)}")
+        raise InputError(f"agreement table lacks columns {sorted(missing)}")
     fig, axes = plt.subplots(
         1, len(metrics), figsize=(4.0 * len(metrics), 3.4), layout="constrained", squeeze=False
     )
@@ -47,26 +48,4 @@ def plot_agreement(
     axes[0, -1].legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     if title:
         fig.suptitle(title, fontsize=10)
-    return fig
-
-
-def plot_position_bias(summary: pd.DataFrame, title: str | None = None):
-    """Bars: share of cases whose key-document ranking follows position, per method and kind.
-
-    ``summary`` has columns ``method``, ``kind`` and ``follows_position`` (a rate in [0, 1]).
-    """
-    pivot = summary.pivot(index="method", columns="kind", values="follows_position")
-    fig, ax = plt.subplots(figsize=(1.0 + 0.9 * len(pivot), 3.2), layout="constrained")
-    width = 0.8 / max(1, pivot.shape[1])
-    for offset, kind in enumerate(pivot.columns):
-        positions = np.arange(len(pivot)) + offset * width
-        ax.bar(positions, pivot[kind], width=width, label=kind)
-    ax.set_xticks(np.arange(len(pivot)) + 0.4 - width / 2, pivot.index, rotation=30, fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_ylabel("ranking follows position")
-    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-    ax.legend(fontsize=7, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    if title:
-        ax.set_title(title, fontsize=10)
     return fig

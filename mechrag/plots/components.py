@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
+from mechrag.errors import InputError
 from mechrag.metrics import spearman_test
 from mechrag.plots.results import figure_and_axes
 
@@ -67,7 +68,7 @@ def plot_gain_scatter(results, ax=None):
     """Semantic gain against component JSD (heads and MLPs), titled with Spearman rho."""
     results = results if isinstance(results, (list, tuple)) else [results]
     if any(r.gains is None for r in results):
-        raise ValueError("every result needs semantic gains (localize(..., gains=True))")
+        raise InputError("every result needs semantic gains (localize(..., gains=True))")
     fig, ax = figure_and_axes(ax, (4.5, 3.5))
     for kind, color, scores, gains in (
         (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from mechrag.plots.sources import figure_and_axes
+from mechrag.plots.results import figure_and_axes
 
 LOW_COLOR = "#d1495b"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import textwrap
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -73,4 +74,17 @@ def save_figure(fig, path: str | Path, formats=("png", "svg")) -> list[Path]:
             fig.savefig(partial, dpi=200, bbox_inches="tight", format=suffix)
         os.replace(partial, target)  # a figure file appears only once fully written
         written.append(target)
+    return written
+
+
+def save_figures(drawers: dict[str, Callable], directory: str | Path) -> list[Path]:
+    """Draw each figure of ``drawers`` (file stem -> function returning a Figure), save it as
+    ``directory/stem`` .png and .svg, and close it before drawing the next."""
+    written = []
+    for stem, draw in drawers.items():
+        figure = draw()
+        try:
+            written += save_figure(figure, Path(directory) / stem)
+        finally:
+            plt.close(figure)
     return written

@@ -7,7 +7,7 @@ import numpy as np
 from matplotlib import colors
 
 from mechrag.metrics.alignment import ranks
-from mechrag.plots.sources import figure_and_axes
+from mechrag.plots.results import figure_and_axes
 
 CHARACTERS_PER_LINE = 90
 # Axis width in characters: 9 pt monospace on a 10-inch figure with a colour bar.

@@ -6,9 +6,10 @@ import textwrap
 
 import numpy as np
 
-from mechrag.plots.results import figure_and_axes, plot_scores, save_figure
+from mechrag.errors import InputError
+from mechrag.plots.results import figure_and_axes, plot_scores
 
-__all__ = ["plot_source_scores", "plot_token_scores", "save_figure"]
+__all__ = ["plot_source_scores", "plot_token_scores"]
 
 
 def _label(source, width: int = 60) -> str:
@@ -36,7 +37,7 @@ def plot_source_scores(attribution, k: int | None = 15, ax=None, highlight=(), c
 def plot_token_scores(attribution, k: int | None = 10, ax=None, cmap="viridis"):
     """Heatmap of per-token scores for the top-``k`` sources (rows) by response token (columns)."""
     if attribution.token_scores is None:
-        raise ValueError(f"{attribution.method} has no per-token scores to plot")
+        raise InputError(f"{attribution.method} has no per-token scores to plot")
     order = attribution.ranking[: k or None]
     tokens = attribution.response_tokens
     fig, ax = figure_and_axes(ax, (max(5.0, 0.3 * len(tokens) + 3), 0.35 * len(order) + 1.5))

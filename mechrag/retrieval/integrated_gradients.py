@@ -40,20 +40,24 @@ import torch
 from captum.attr import IntegratedGradients
 from jaxtyping import Float, Int
 
+from mechrag.errors import InputError
+from mechrag.outputs import Serializable, json_ready
 from mechrag.retrieval.encoder import DenseEncoder
+from mechrag.retrieval.options import BASELINES, INTEGRATION_METHODS
 
-BASELINES = ("unk", "pad", "mask", "zero")
-INTEGRATION_METHODS = ("gausslegendre", "riemann_trapezoid")
 COMPLETENESS_RANGE = (0.95, 1.05)
 
 
 @dataclass
-class TokenAttribution:
+class TokenAttribution(Serializable):
     """Per-token integrated gradients of one text's similarity score.
 
     ``scores[i]`` is token ``i``'s attribution (0 for special tokens); ``target`` is the
     explained score ``s`` at the input, ``baseline_target`` the score ``s0`` at the baseline.
+    ``to_dict`` adds ``completeness`` and ``words`` to the fields.
     """
+
+    default_name = "token_attribution"
 
     side: str
     text: str
@@ -67,6 +71,10 @@ class TokenAttribution:
     method: str
     metadata: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """Scores as float64, also when read back from a list (``from_dict``)."""
+        self.scores = np.asarray(self.scores, dtype=np.float64)
+
     @property
     def completeness(self) -> float:
         """``Σ IG / (s − s0)``: 1 for exact integration (NaN when ``s == s0``)."""
@@ -78,21 +86,17 @@ class TokenAttribution:
         return merge_wordpieces(self.tokens, self.scores, self.special)
 
     def to_dict(self) -> dict:
-        return {
-            "side": self.side,
-            "text": self.text,
-            "tokens": self.tokens,
-            "scores": self.scores.tolist(),
-            "special": self.special,
-            "target": self.target,
-            "baseline_target": self.baseline_target,
-            "baseline": self.baseline,
-            "n_steps": self.n_steps,
-            "method": self.method,
-            "completeness": self.completeness,
-            "words": self.words(),
-            "metadata": self.metadata,
-        }
+        derived = {"completeness": self.completeness, "words": self.words()}
+        return {**super().to_dict(), **json_ready(derived)}
+
+    def plot(self, ax=None, title: str | None = None):
+        """The text with each word coloured by its summed score; returns the figure."""
+        from mechrag.plots.saliency import plot_token_saliency
+
+        return plot_token_saliency(self, ax=ax, title=title)
+
+    def plots(self, name: str) -> dict:
+        return {f"{name}_saliency": self.plot}
 
 
 def merge_wordpieces(
@@ -131,11 +135,11 @@ class RetrieverIntegratedGradients:
         warn: bool = True,
     ) -> None:
         if baseline not in BASELINES:
-            raise ValueError(f"baseline must be one of {BASELINES}, got {baseline!r}")
+            raise InputError(f"baseline must be one of {BASELINES}, got {baseline!r}")
         if method not in INTEGRATION_METHODS:
-            raise ValueError(f"method must be one of {INTEGRATION_METHODS}, got {method!r}")
+            raise InputError(f"method must be one of {INTEGRATION_METHODS}, got {method!r}")
         if n_steps < 2:
-            raise ValueError(f"n_steps must be >= 2, got {n_steps}")
+            raise InputError(f"n_steps must be >= 2, got {n_steps}")
         self.query_encoder = query_encoder
         self.document_encoder = document_encoder or query_encoder
         self.baseline = baseline
@@ -173,7 +177,7 @@ class RetrieverIntegratedGradients:
                 return embeddings * special.unsqueeze(-1)
             replacement = getattr(encoder.tokenizer, f"{self.baseline}_token_id")
             if replacement is None:
-                raise ValueError(f"the tokenizer has no [{self.baseline.upper()}] token")
+                raise InputError(f"the tokenizer has no [{self.baseline.upper()}] token")
             baseline_ids = torch.where(special, input_ids, torch.full_like(input_ids, replacement))
             return encoder.word_embeddings(baseline_ids)
 

@@ -8,7 +8,6 @@ with the highest inner product (cosine similarity for normalised encoders), best
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,8 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from mechrag.outputs import write_text_atomic
+from mechrag.errors import InputError
+from mechrag.outputs import write_json
 from mechrag.retrieval.corpus import Corpus, Document
 from mechrag.retrieval.encoder import DenseEncoder, load_encoder
 from mechrag.retrieval.index import FlatIndex
@@ -43,7 +43,7 @@ class Retriever:
         document_encoder: DenseEncoder | None = None,
     ) -> None:
         if len(index) != len(corpus):
-            raise ValueError(f"index holds {len(index)} vectors for {len(corpus)} documents")
+            raise InputError(f"index holds {len(index)} vectors for {len(corpus)} documents")
         self.corpus = corpus
         self.index = index
         self.query_encoder = query_encoder
@@ -72,7 +72,7 @@ class Retriever:
     def search(self, query: str, k: int = 5) -> list[Hit]:
         """The ``k`` best documents for ``query`` with their similarity scores, best first."""
         if not query.strip():
-            raise ValueError("query is empty")
+            raise InputError("query is empty")
         scores, rows = self.index.search(self.embed_query(query).numpy()[None], k)
         return [
             Hit(rank + 1, float(score), self.corpus[int(row)])
@@ -101,7 +101,7 @@ class Retriever:
         names = {"query_encoder": self.query_encoder.name}
         if self.document_encoder is not self.query_encoder:
             names["document_encoder"] = self.document_encoder.name
-        write_text_atomic(folder / "retriever.json", json.dumps(names, indent=1))
+        write_json(folder / "retriever.json", names)
         return folder
 
     @classmethod

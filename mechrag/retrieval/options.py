@@ -1,0 +1,8 @@
+"""The names of the retriever explanation's options, in a module without torch or captum, so
+that the command line offers them as choices before anything heavy loads.
+
+Their meaning is documented where they are used: :mod:`mechrag.retrieval.integrated_gradients`.
+"""
+
+BASELINES = ("unk", "pad", "mask", "zero")
+INTEGRATION_METHODS = ("gausslegendre", "riemann_trapezoid")
