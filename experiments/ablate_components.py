@@ -24,6 +24,12 @@ import numpy as np
 import torch
 
 from mechrag import Case, Engine, PromptBuilder
+from mechrag.cli.sweep import (
+    add_backend_arguments,
+    add_data_arguments,
+    data_options,
+    run_with_args,
+)
 from mechrag.mechanism import ComponentMeans, component_means, parse_heads
 from mechrag.sweep import (
     SweepConfig,
@@ -31,12 +37,6 @@ from mechrag.sweep import (
     load_sweep_examples,
     load_sweep_model,
     register_method,
-)
-from mechrag.sweep.cli import (
-    add_backend_arguments,
-    add_data_arguments,
-    data_options,
-    run_with_args,
 )
 
 METRICS = ("output_jsd", "delta_loglik", "delta_source_jsd")

@@ -55,6 +55,6 @@ def register() -> None:
 
 if __name__ == "__main__":
     register()
-    from mechrag.sweep.cli import main
+    from mechrag.cli import main
 
-    sys.exit(main())
+    sys.exit(main(["sweep", *sys.argv[1:]]))

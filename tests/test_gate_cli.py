@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import matplotlib
 
+from mechrag.cli import main
+from mechrag.cli.gate import marked
 from mechrag.mechanism.echo import Echo
-from mechrag.mechanism.gate_cli import add_parser, marked
 
 matplotlib.use("Agg")
 
@@ -16,14 +16,11 @@ QUERY = "Where does the cat sleep?"
 
 
 def _run(arguments):
-    parser = argparse.ArgumentParser(prog="mechrag")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(arguments)
-    args.handler(args)
+    assert main(arguments) == 0
 
 
 def test_gate_command(tiny_llama, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     base = ["gate", "--query", QUERY, "--context-file", str(context), "--max-new-tokens", "4"]

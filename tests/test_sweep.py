@@ -15,12 +15,18 @@ import pytest
 import sweep_stubs
 
 import mechrag
+from mechrag.cli import main
 from mechrag.outputs import JsonlWriter, read_jsonl, repair_jsonl
 from mechrag.sweep import ConfigChangedError, SweepConfig, read_summary, run_sweep, sweep
-from mechrag.sweep.cli import main as sweep_main
 from mechrag.sweep.records import RECORDS_FILE, TIMING_FIELDS
 
 STUBS = Path(sweep_stubs.__file__)
+
+
+def sweep_main(argv: list[str]) -> int:
+    """``mechrag sweep ...``."""
+    return main(["sweep", *argv])
+
 # The script must import this checkout's mechrag, wherever the tests run from.
 SCRIPT_ENV = {**os.environ, "PYTHONPATH": str(Path(mechrag.__file__).parents[1])}
 sweep_stubs.register()

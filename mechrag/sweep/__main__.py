@@ -2,6 +2,6 @@
 
 import sys
 
-from mechrag.sweep.cli import main
+from mechrag.cli import main
 
-sys.exit(main())
+sys.exit(main(["sweep", *sys.argv[1:]]))

@@ -1,4 +1,5 @@
-"""What a sweep computes: method, options, data set and model, with a hash that names it.
+"""What a sweep computes (method, options, data set and model, with a hash that names it) and
+where it runs (:class:`Backend`).
 
 The hash covers everything that changes a record (method, its options, data set, data options,
 model) and nothing that only changes how many examples or where they run (``n``, backend,
@@ -12,7 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-DATASETS = ("hotpotqa", "musique", "squad")
+from mechrag.data import DATASETS
+from mechrag.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,9 @@ class SweepConfig:
         from mechrag.sweep.methods import get_method
 
         if self.dataset not in DATASETS:
-            raise ValueError(f"unknown dataset {self.dataset!r}: choose from {DATASETS}")
+            raise InputError(f"unknown dataset {self.dataset!r}: choose from {DATASETS}")
         if self.n is not None and self.n < 1:
-            raise ValueError(f"n must be at least 1, got {self.n}")
+            raise InputError(f"n must be at least 1, got {self.n}")
         get_method(self.method).check_options(self.options)
 
     def identity(self) -> dict:
@@ -59,14 +61,42 @@ class SweepConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"unknown sweep config keys {sorted(unknown)}: use {sorted(known)}")
+            raise InputError(f"unknown sweep config keys {sorted(unknown)}: use {sorted(known)}")
         return cls(**data)
+
+
+BACKENDS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where examples run: ``local`` (this process) or ``ray`` (one actor per worker).
+
+    ``address``: Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a local one
+    with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1).
+    """
+
+    name: str = "local"
+    address: str | None = None
+    workers: int = 1
+    gpus_per_worker: float = 0.0
+    threads: int | None = None
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if self.name not in BACKENDS:
+            raise InputError(f"unknown backend {self.name!r}: choose from {BACKENDS}")
+        if self.workers < 1 or self.max_attempts < 1:
+            raise InputError("workers and max_attempts must be at least 1")
 
 
 def read_toml(path: str | Path) -> dict:
     """A sweep config file: top-level keys of :class:`SweepConfig` plus ``out`` and a
     ``[backend]`` table (``name``, ``address``, ``workers``, ``gpus_per_worker``)."""
-    import tomllib  # Python 3.11+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the same parser, as the tomli package
+        import tomli as tomllib
 
     with Path(path).open("rb") as stream:
         return tomllib.load(stream)

@@ -9,17 +9,15 @@ plus the option names it accepts. Adding a method (gating, explain, ...) is one
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import partial
 
-import mechrag
-from mechrag.attribution.estimators import ESTIMATORS
-from mechrag.metrics.accuracy import top_k_hit
+from mechrag.attribution.methods import METHODS as ATTRIBUTION_METHODS
+from mechrag.errors import InputError
 
 MethodFn = Callable[[object, object, dict], dict]
 
 CASE_OPTIONS = ("max_new_tokens", "system_prompt")
-ATTRIBUTE_OPTIONS = ("budget", "seed", "value")
 
 
 @dataclass(frozen=True)
@@ -35,12 +33,13 @@ class SweepMethod:
     def check_options(self, options: dict) -> None:
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"method {self.name!r} takes options {list(self.options)}, not {unknown}"
             )
 
 
-METHODS: dict[str, SweepMethod] = {}
+SWEEP_METHODS: dict[str, SweepMethod] = {}
+METHODS = SWEEP_METHODS  # its name before 0.3 (``mechrag.METHODS`` is the attribution registry)
 
 
 def register_method(
@@ -53,26 +52,33 @@ def register_method(
     replace: bool = False,
 ) -> SweepMethod:
     """Make ``run(model, example, options) -> dict`` available to sweeps as ``name``."""
-    if name in METHODS and not replace:
-        raise ValueError(f"sweep method {name!r} is already registered")
-    METHODS[name] = SweepMethod(name, run, tuple(options), needs_model, description)
-    return METHODS[name]
+    if name in SWEEP_METHODS and not replace:
+        raise InputError(f"sweep method {name!r} is already registered")
+    SWEEP_METHODS[name] = SweepMethod(name, run, tuple(options), needs_model, description)
+    return SWEEP_METHODS[name]
 
 
 def get_method(name: str) -> SweepMethod:
-    if name not in METHODS:
-        raise ValueError(f"unknown sweep method {name!r}: choose from {sorted(METHODS)}")
-    return METHODS[name]
+    if name not in SWEEP_METHODS:
+        raise InputError(
+            f"unknown sweep method {name!r}: choose from {sorted(SWEEP_METHODS)}"
+        )
+    return SWEEP_METHODS[name]
 
 
-def case_for(model, example, options: dict) -> mechrag.Case:
-    """The case of ``example``, its response generated with the ``CASE_OPTIONS`` given."""
+def case_for(model, example, options: dict):
+    """The :class:`mechrag.Case` of ``example``, its response generated with the
+    ``CASE_OPTIONS`` given."""
+    from mechrag.case import Case  # the model stack loads only when a sweep runs
+
     chosen = {key: options[key] for key in CASE_OPTIONS if key in options}
-    return mechrag.Case.from_example(model, example, **chosen)
+    return Case.from_example(model, example, **chosen)
 
 
 def attribution_record(attribution, example) -> dict:
     """The JSON record of a source attribution on ``example`` (scores in source order)."""
+    from mechrag.metrics.accuracy import top_k_hit  # the metrics package loads scipy.stats
+
     ranked = [attribution.sources[i].id for i in attribution.ranking]
     return {
         "response": attribution.response,
@@ -87,21 +93,14 @@ def attribution_record(attribution, example) -> dict:
     }
 
 
-def run_arc_jsd(model, example, options: dict) -> dict:
-    """Sentence-level ARC-JSD (options: ``max_new_tokens``, ``system_prompt``)."""
-    return attribution_record(case_for(model, example, options).arc_jsd(), example)
-
-
 def run_attribute(model, example, options: dict, method: str) -> dict:
-    """A Shapley-family ``method`` configured by its estimator's fields (``paired``, ...)."""
-    estimator_class = ESTIMATORS[method]
-    estimator = estimator_class(
-        **{f.name: options[f.name] for f in fields(estimator_class) if f.name in options}
+    """The attribution ``method`` of :data:`mechrag.attribution.methods.METHODS`, configured by
+    the options that are its fields (``budget``, ``paired``, ``screen``, ...)."""
+    method_class = ATTRIBUTION_METHODS[method]
+    configured = method_class(
+        **{name: options[name] for name in method_class.parameters() if name in options}
     )
-    attribution = case_for(model, example, options).attribute(
-        estimator, **{key: options[key] for key in ATTRIBUTE_OPTIONS if key in options}
-    )
-    return attribution_record(attribution, example)
+    return attribution_record(configured(case_for(model, example, options)), example)
 
 
 def run_localize(model, example, options: dict) -> dict:
@@ -120,15 +119,12 @@ def run_localize(model, example, options: dict) -> dict:
     }
 
 
-register_method(
-    "arc_jsd", run_arc_jsd, options=CASE_OPTIONS, description="ARC-JSD source attribution"
-)
-for name, estimator_class in ESTIMATORS.items():
+for name, method_class in ATTRIBUTION_METHODS.items():
     register_method(
         name,
         partial(run_attribute, method=name),
-        options=(*CASE_OPTIONS, *ATTRIBUTE_OPTIONS, *(f.name for f in fields(estimator_class))),
-        description=f"case.attribute({estimator_class.__name__}(...))",
+        options=(*CASE_OPTIONS, *method_class.parameters()),
+        description=method_class.description,
     )
 register_method(
     "localize",

@@ -14,10 +14,11 @@ import sys
 from collections import deque
 from collections.abc import Callable
 
-from mechrag.sweep.config import SweepConfig
+from mechrag._version import __version__
+from mechrag.sweep.backends import load_sweep_model
+from mechrag.sweep.config import Backend, SweepConfig
 from mechrag.sweep.methods import SweepMethod
 from mechrag.sweep.records import execute
-from mechrag.sweep.runner import Backend, load_sweep_model
 
 
 class SweepWorker:
@@ -59,8 +60,6 @@ def connect(backend: Backend) -> bool:
 
 
 def worker_died_record(example, index: int, config: SweepConfig, attempts: int, error) -> dict:
-    from mechrag import __version__
-
     return {
         "id": example.id,
         "index": index,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mechrag._version import __version__
 from mechrag.outputs import read_jsonl
 
 RECORDS_FILE = "records.jsonl"
@@ -24,8 +25,6 @@ TRACEBACK_LINES = 12
 
 def execute(method, model, example, index: int, options: dict, config_hash: str) -> dict:
     """Run ``method`` on one example; an exception becomes an error record, never a crash."""
-    from mechrag import __version__
-
     record = {
         "id": example.id,
         "index": index,

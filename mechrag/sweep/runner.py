@@ -8,87 +8,43 @@ resume. A changed config in the same folder is refused unless ``force``.
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from mechrag.outputs import JsonlWriter, write_text_atomic
-from mechrag.sweep.config import SweepConfig
-from mechrag.sweep.methods import SweepMethod, get_method
+from mechrag.errors import InputError
+from mechrag.outputs import JsonlWriter, write_json
+from mechrag.sweep.backends import run_local
+from mechrag.sweep.config import Backend, SweepConfig
+from mechrag.sweep.methods import get_method
 from mechrag.sweep.records import (
     CONFIG_FILE,
     RECORDS_FILE,
-    execute,
     latest_records,
     records_frame,
 )
 
-BACKENDS = ("local", "ray")
 SUMMARY_STEM = "summary"
-TOY_PREFIX = "toy:"
 
 
-class ConfigChangedError(ValueError):
+class ConfigChangedError(InputError):
     """The output folder holds records of a different config."""
-
-
-@dataclass(frozen=True)
-class Backend:
-    """Where examples run: ``local`` (this process) or ``ray`` (one actor per worker).
-
-    ``address``: Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a local one
-    with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1).
-    """
-
-    name: str = "local"
-    address: str | None = None
-    workers: int = 1
-    gpus_per_worker: float = 0.0
-    threads: int | None = None
-    max_attempts: int = 3
-
-    def __post_init__(self) -> None:
-        if self.name not in BACKENDS:
-            raise ValueError(f"unknown backend {self.name!r}: choose from {BACKENDS}")
-        if self.workers < 1 or self.max_attempts < 1:
-            raise ValueError("workers and max_attempts must be at least 1")
-
-
-def load_sweep_model(name: str | None):
-    """``mechrag.load_model(name)``; ``"toy:FAMILY"`` builds a tiny random model instead."""
-    if name is not None and name.startswith(TOY_PREFIX):
-        from mechrag.toy import tiny_model
-
-        return tiny_model(name.removeprefix(TOY_PREFIX))
-    from mechrag import load_model
-
-    return load_model(name)
-
-
-def data_option_names(dataset: str) -> set[str]:
-    """The options the reader of ``dataset`` takes besides ``path`` and ``n``."""
-    from mechrag.data import LOADERS
-
-    return set(inspect.signature(LOADERS[dataset]).parameters) - {"path", "n"}
 
 
 def load_sweep_examples(config: SweepConfig) -> list:
     """The first ``config.n`` examples of the config's data set, with unique ids."""
-    from mechrag.data import load_examples
+    from mechrag.data import load_examples, reader_options
 
-    accepted = data_option_names(config.dataset)
+    accepted = reader_options(config.dataset)
     unknown = sorted(set(config.data) - accepted)
     if unknown:
-        raise ValueError(f"{config.dataset} takes data options {sorted(accepted)}, not {unknown}")
+        raise InputError(f"{config.dataset} takes data options {sorted(accepted)}, not {unknown}")
     examples = load_examples(config.dataset, config.path, n=config.n, **config.data)
     ids = [example.id for example in examples]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"{config.dataset} has repeated example ids; records are keyed by id")
+        raise InputError(f"{config.dataset} has repeated example ids; records are keyed by id")
     return examples
 
 
@@ -102,26 +58,7 @@ def _claim_folder(out: Path, config: SweepConfig, force: bool) -> None:
                 f"{out} holds a sweep with another config (hash {saved['hash']}, now "
                 f"{config.hash}); use another folder or force=True (--force) to switch"
             )
-    write_text_atomic(path, json.dumps({"hash": config.hash, "config": config.to_dict()}, indent=1))
-
-
-def run_local(
-    method: SweepMethod,
-    config: SweepConfig,
-    todo: list,
-    write: Callable[[dict], None],
-    ready: Callable[[], None],
-    backend: Backend,
-) -> None:
-    """Run ``todo`` ((index, example) pairs) in this process, loading the model once."""
-    if backend.threads:
-        import torch
-
-        torch.set_num_threads(backend.threads)
-    model = load_sweep_model(config.model) if method.needs_model else None
-    ready()
-    for index, example in todo:
-        write(execute(method, model, example, index, config.options, config.hash))
+    write_json(path, {"hash": config.hash, "config": config.to_dict()})
 
 
 def run_sweep(

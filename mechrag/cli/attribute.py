@@ -1,0 +1,49 @@
+"""``mechrag attribute``: score the sources of a context file with any registered method.
+
+    mechrag attribute --query "..." --context-file FILE [--method arc_jsd] [--out DIR]
+
+``--method`` takes every name of :data:`mechrag.attribution.methods.METHODS`; ``--out`` receives
+the table, the JSON and the bar chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from mechrag.cli.common import (
+    add_model_arguments,
+    add_output_arguments,
+    add_question_arguments,
+    print_ranking,
+    print_written,
+    read_sources,
+)
+
+HELP = "score the sources of a context file"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mechrag.attribution.methods import METHODS
+
+    add_question_arguments(parser)
+    add_model_arguments(parser, max_new_tokens=64)
+    add_output_arguments(parser, "folder for the table, JSON and bar chart")
+    parser.add_argument("--method", default="arc_jsd", choices=tuple(METHODS))
+    parser.add_argument("--unit", choices=("sentence", "document"), default="sentence")
+    parser.add_argument("--budget", type=int, default=None, help="value calls (sampling methods)")
+
+
+def run(args: argparse.Namespace) -> None:
+    from mechrag.case import Case
+    from mechrag.models import load_model
+
+    sources = read_sources(args, args.unit)
+    model = load_model(args.model)
+    start = time.perf_counter()
+    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    attribution = case.attribute(args.method, budget=args.budget)
+    print_ranking(attribution, args.top_k)
+    print(f"\n{time.perf_counter() - start:.1f} s")
+    if args.out:
+        print_written(attribution.save(args.out, f"attribution_{args.method}"))

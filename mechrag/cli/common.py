@@ -1,0 +1,85 @@
+"""Arguments and input readers that several subcommands share.
+
+Inputs are checked before any model loads, so bad input costs no model load and writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from mechrag.errors import InputError
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
+    """The model and the length of a generated response."""
+    parser.add_argument("--model", default=None, help="HF id, local folder or .gguf")
+    parser.add_argument(
+        "--max-new-tokens", type=int, default=max_new_tokens, help="generated response length"
+    )
+
+
+def add_question_arguments(parser: argparse.ArgumentParser, context_file: bool = True) -> None:
+    """The query, the context file (paragraphs split by blank lines) and the response."""
+    parser.add_argument("--query", required=True)
+    if context_file:
+        parser.add_argument(
+            "--context-file", required=True, help="paragraphs split by blank lines"
+        )
+    parser.add_argument("--response", default=None, help="response to explain (default: generate)")
+
+
+def add_output_arguments(parser: argparse.ArgumentParser, out_help: str) -> None:
+    """How many ranked items to print, and the folder the command writes to."""
+    parser.add_argument("--top-k", type=int, default=10, help="ranked items printed")
+    parser.add_argument("--out", default=None, help=out_help)
+
+
+def check_question(args: argparse.Namespace) -> None:
+    """A non-empty query, and a non-empty response when one is given."""
+    if not args.query.strip():
+        raise InputError("query is empty")
+    if args.response is not None and not args.response.strip():
+        raise InputError("response is empty: nothing to attribute")
+
+
+def read_text(path: str, what: str) -> str:
+    """The text of an input file; a missing or unreadable one is bad input."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(f"cannot read {what} {path}: {error}") from None
+
+
+def read_sources(args: argparse.Namespace, unit: str = "sentence") -> list:
+    """Validated sources from ``--context-file`` (paragraphs at blank lines, then sentences
+    unless ``unit`` is ``document``) and a checked query and response."""
+    from mechrag.sources import as_sources, documents_from_texts, sentences_from_paragraphs
+
+    check_question(args)
+    text = read_text(args.context_file, "context file")
+    if not text.strip():
+        raise InputError(f"context file {args.context_file} is empty")
+    paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+    if unit == "document":
+        return as_sources(documents_from_texts(paragraphs))
+    return as_sources(sentences_from_paragraphs([(None, p) for p in paragraphs]))
+
+
+def print_ranking(attribution, k: int, gold=()) -> None:
+    """The query, the response, the method and its top ``k`` sources (``*``: gold)."""
+    frame = attribution.to_frame().sort_values("rank").head(k)
+    print(f"query:    {attribution.query}")
+    print(f"response: {attribution.response!r}")
+    print(f"method:   {attribution.method} ({attribution.model_calls} model calls)\n")
+    for row in frame.itertuples():
+        marker = "*" if row.source_id in set(gold) else " "
+        text = row.text if len(row.text) <= 90 else row.text[:89] + "…"
+        print(f"{row.rank:>3} {marker} {row.score:9.4f}  {row.source_id:<8} {text}")
+    if gold:
+        print("\n* gold supporting source")
+
+
+def print_written(paths) -> None:
+    for path in paths:
+        print(f"wrote {path}")

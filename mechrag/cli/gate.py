@@ -1,0 +1,70 @@
+"""``mechrag gate``: the response with and without JSD gating, low-echo tokens marked.
+
+Steps: greedy response; its context echo (per-token JSD between the full context and the query
+alone); localisation of the top source's heads and MLPs; gates from ``--rule``; the gated
+response (``--mode dynamic``: gates only at steps whose echo is below ``--threshold``;
+``static``: at every step) and its echo. ``--out`` receives ``gate.json`` and the echo strips.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from mechrag.cli.common import (
+    add_model_arguments,
+    add_output_arguments,
+    add_question_arguments,
+    print_written,
+    read_sources,
+)
+
+HELP = "generate with and without JSD gating; mark low-echo tokens"
+
+
+def marked(echo_result) -> str:
+    """The response text with answer tokens below the echo threshold wrapped in [[...]]."""
+    return "".join(
+        f"[[{token}]]" if low else token
+        for token, low in zip(echo_result.response_tokens, echo_result.low_tokens)
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from mechrag.mechanism.echo import DEFAULT_THRESHOLD
+    from mechrag.mechanism.gating_rules import DEFAULT_FACTORS, GATING_MODES, RULES
+
+    add_question_arguments(parser)
+    add_model_arguments(parser, max_new_tokens=32)
+    add_output_arguments(parser, "folder for gate.json and the echo strips")
+    parser.add_argument("--rule", choices=RULES, default="damp")
+    defaults = ", ".join(f"{rule} {factor:g}" for rule, factor in DEFAULT_FACTORS.items())
+    parser.add_argument("--factor", type=float, default=None, help=f"gate factor ({defaults})")
+    parser.add_argument("--mode", choices=GATING_MODES, default="dynamic")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
+
+
+def run(args: argparse.Namespace) -> None:
+    from mechrag.case import Case
+    from mechrag.mechanism.gating_report import compare_gating
+    from mechrag.mechanism.gating_rules import GatingRule
+    from mechrag.models import load_model
+
+    sources = read_sources(args)
+    rule = GatingRule(args.rule, k=args.top_k, factor=args.factor)
+    model = load_model(args.model)
+    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    result = compare_gating(
+        case, rule, mode=args.mode, threshold=args.threshold, max_new_tokens=args.max_new_tokens
+    )
+    gates = ", ".join(result.gates.labels())
+    print(f"top source: {result.echo.top_source}; rule {rule.label}: {gates}")
+    print(f"echo threshold {args.threshold:g}; [[token]] = answer token below it\n")
+    print(f"without gating (mean echo {result.echo.mean:.3f}):\n  {marked(result.echo)}")
+    steps = "" if result.fired_steps is None else f", gate fired at {result.fired_steps} steps"
+    print(
+        f"with gating ({args.mode}{steps}; mean echo {result.gated_echo.mean:.3f}):\n"
+        f"  {marked(result.gated_echo)}"
+    )
+    if args.out:
+        print()
+        print_written(result.save(args.out))
