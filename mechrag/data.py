@@ -8,12 +8,14 @@ stable when distractor paragraphs are dropped.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from mechrag.errors import InputError
 from mechrag.sources import Source, source_id, split_sentences
 
 SHIPPED = {
@@ -44,13 +46,13 @@ class RAGExample:
 def shipped_path(dataset: str) -> Path:
     """Path of the sample of ``dataset`` shipped inside the package."""
     if dataset not in SHIPPED:
-        raise ValueError(f"unknown dataset {dataset!r}: choose from {sorted(SHIPPED)}")
+        raise InputError(f"unknown dataset {dataset!r}: choose from {sorted(SHIPPED)}")
     return Path(str(resources.files("mechrag.datasets") / SHIPPED[dataset]))
 
 
 def _check_unit(unit: str) -> None:
     if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        raise InputError(f"unit must be one of {UNITS}, got {unit!r}")
 
 
 def _choose_paragraphs(n_total: int, gold: set[int], distractors: int | None, rng) -> list[int]:
@@ -178,11 +180,22 @@ def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAG
     return examples
 
 
+# The one list of data sets: every other module (sweeps, the retrieval corpus) reads it here.
 LOADERS = {"hotpotqa": load_hotpotqa, "musique": load_musique, "squad": load_squad}
+DATASETS = tuple(LOADERS)
+
+
+def _loader(dataset: str):
+    if dataset not in LOADERS:
+        raise InputError(f"unknown dataset {dataset!r}: choose from {sorted(LOADERS)}")
+    return LOADERS[dataset]
+
+
+def reader_options(dataset: str) -> set[str]:
+    """The options the reader of ``dataset`` takes besides ``path`` and ``n``."""
+    return set(inspect.signature(_loader(dataset)).parameters) - {"path", "n"}
 
 
 def load_examples(dataset: str, path: str | Path | None = None, **options) -> list[RAGExample]:
     """Dispatch to the reader for ``dataset`` ("hotpotqa", "musique" or "squad")."""
-    if dataset not in LOADERS:
-        raise ValueError(f"unknown dataset {dataset!r}: choose from {sorted(LOADERS)}")
-    return LOADERS[dataset](path, **options)
+    return _loader(dataset)(path, **options)

@@ -43,15 +43,22 @@ def kl(logp: Logprobs | np.ndarray, logq: Logprobs | np.ndarray):
     return _like_input(_kl_terms(lp, lq).sum(-1), logp)
 
 
+def _jsd_unclamped(
+    logp: Logprobs | np.ndarray, logq: Logprobs | np.ndarray
+) -> Float[torch.Tensor, "*batch"]:
+    """``KL(P || M) / 2 + KL(Q || M) / 2`` as computed, before :func:`jsd` clamps the round-off
+    that can carry it just outside ``[0, ln 2]`` (kept apart so tests can bound that round-off)."""
+    lp, lq = torch.broadcast_tensors(_as_float_tensor(logp), _as_float_tensor(logq))
+    log_m = torch.logaddexp(lp, lq) - LN2
+    return 0.5 * (_kl_terms(lp, log_m).sum(-1) + _kl_terms(lq, log_m).sum(-1))
+
+
 def jsd(logp: Logprobs | np.ndarray, logq: Logprobs | np.ndarray):
     """Jensen-Shannon divergence (natural log) along the last axis, in ``[0, ln 2]``.
 
     Equals ``scipy.spatial.distance.jensenshannon(p, q) ** 2`` for normalised inputs.
     """
-    lp, lq = _as_float_tensor(logp), _as_float_tensor(logq)
-    lp, lq = torch.broadcast_tensors(lp, lq)
-    log_m = torch.logaddexp(lp, lq) - LN2
-    value = 0.5 * (_kl_terms(lp, log_m).sum(-1) + _kl_terms(lq, log_m).sum(-1))
+    value = _jsd_unclamped(logp, logq)
     return _like_input(value.clamp(0.0, LN2), logp)
 
 

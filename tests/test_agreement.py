@@ -142,9 +142,9 @@ def test_agreement_plot_draws_one_distinct_line_per_method():
     methods = [f"m{i}" for i in range(22)]
     table = pd.DataFrame(
         [
-            {"method": m, "budget": b, "pearson": 0.9, "kendall": 0.8}
-            for m in methods
-            for b in (16, 32)
+            {"method": m, "budget": b, "pearson": i / 100 + b / 1000, "kendall": -i / 100}
+            for i, m in enumerate(methods)
+            for b in (32, 16)  # unsorted: each line runs in budget order
         ]
     )
     fig = plot_agreement(table, metrics=("pearson", "kendall"))
@@ -153,3 +153,9 @@ def test_agreement_plot_draws_one_distinct_line_per_method():
     looks = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in lines}
     assert len(looks) == len(methods)  # no two methods look alike, past tab20's 20 colours too
     assert len(fig.axes[1].get_lines()) == len(methods)
+    for ax, metric in zip(fig.axes, ("pearson", "kendall")):
+        assert ax.get_ylabel() == f"{metric} vs exact"
+        for line in ax.get_lines():
+            rows = table[table["method"] == line.get_label()].sort_values("budget")
+            np.testing.assert_array_equal(line.get_xdata(), rows["budget"])
+            np.testing.assert_array_equal(line.get_ydata(), rows[metric])

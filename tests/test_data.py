@@ -2,7 +2,18 @@
 
 import pytest
 
-from mechrag.data import load_examples, load_hotpotqa, load_musique, load_squad
+from mechrag.data import (
+    DATASETS,
+    LOADERS,
+    SHIPPED,
+    load_examples,
+    load_hotpotqa,
+    load_musique,
+    load_squad,
+    reader_options,
+    shipped_path,
+)
+from mechrag.sources import source_id
 
 
 def test_hotpotqa_gold_sentences_point_at_supporting_facts():
@@ -41,6 +52,36 @@ def test_unknown_dataset_and_unit_are_rejected():
         load_examples("nq")
     with pytest.raises(ValueError, match="unit"):
         load_hotpotqa(n=1, unit="token")
+
+
+def test_datasets_are_listed_once_and_each_ships_a_sample():
+    from mechrag.retrieval.corpus import CORPUS_DATASETS
+
+    assert DATASETS == tuple(LOADERS) == tuple(SHIPPED) == ("hotpotqa", "musique", "squad")
+    assert CORPUS_DATASETS is DATASETS
+    assert all(shipped_path(dataset).is_file() for dataset in DATASETS)
+
+
+def test_reader_options_are_each_readers_keywords_but_path_and_n():
+    assert (
+        reader_options("hotpotqa") == reader_options("musique") == {"distractors", "unit", "seed"}
+    )
+    assert reader_options("squad") == set()
+    with pytest.raises(ValueError, match="unknown dataset"):
+        reader_options("nq")
+
+
+def test_corpus_reads_whole_paragraphs_through_the_dispatch():
+    from mechrag.retrieval.corpus import load_dataset_examples
+
+    for dataset in ("hotpotqa", "musique"):
+        (example,) = load_dataset_examples(dataset, n=1)
+        assert [s.id for s in example.sources] == [source_id(s.paragraph) for s in example.sources]
+        assert example.gold_ids == load_examples(dataset, n=1, unit="document")[0].gold_ids
+    (squad,) = load_dataset_examples("squad", n=1)
+    assert [s.id for s in squad.sources] == [s.id for s in load_squad(n=1)[0].sources]
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_dataset_examples("nq")
 
 
 def test_empty_sentences_keep_gold_indices(tmp_path):

@@ -12,6 +12,7 @@ from scipy.spatial.distance import jensenshannon
 from scipy.special import rel_entr
 
 from mechrag import jsd, kl, total_variation
+from mechrag.divergences import _jsd_unclamped
 
 
 def random_distributions(rng, shape, zero_fraction=0.3):
@@ -46,8 +47,11 @@ def test_jsd_is_not_the_reversed_kl_variant():
 
 
 def test_disjoint_supports_reach_ln2_and_identical_give_zero():
+    """Checked before the clamp too: clamping alone would make both ends look right."""
     p = torch.tensor([0.0, 0.0, 1.0]).log()
     q = torch.tensor([0.5, 0.5, 0.0]).log()
+    assert float(_jsd_unclamped(p, q)) == pytest.approx(math.log(2), abs=1e-6)
+    assert float(_jsd_unclamped(p, p)) == pytest.approx(0.0, abs=1e-7)
     assert float(jsd(p, q)) == pytest.approx(math.log(2), abs=1e-6)
     assert float(jsd(p, p)) == 0.0
 
@@ -58,9 +62,8 @@ def test_neg_inf_logits_give_no_nan_in_float32():
     value = jsd(logp, logp.flip(0))
     assert value.dtype == torch.float32
     assert torch.isfinite(value).all()
-    assert float(value[0]) == pytest.approx(
-        jensenshannon(logp[0].exp(), logp[1].exp()) ** 2, abs=1e-6
-    )
+    expected = jensenshannon(logp[0].exp(), logp[1].exp()) ** 2
+    np.testing.assert_allclose(value, [expected, expected], atol=1e-6)
 
 
 def test_broadcasting_reference_against_batch():
@@ -91,9 +94,31 @@ probability_vectors = (
 
 
 def brute_force_jsd(p, q):
-    """Straight from the definition (scipy's jensenshannon can return NaN for p ~ q)."""
+    """``KL(P || M) / 2 + KL(Q || M) / 2`` straight from the definition, in float64 (scipy's
+    jensenshannon can return NaN for p ~ q)."""
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
     m = (p + q) / 2
-    return 0.5 * (rel_entr(p, m).sum() + rel_entr(q, m).sum())
+    return 0.5 * (rel_entr(p, m).sum(-1) + rel_entr(q, m).sum(-1))
+
+
+@pytest.mark.parametrize(("dtype", "tolerance"), [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+def test_clamp_into_the_range_removes_only_round_off(dtype, tolerance):
+    """Before the clamp the value already matches the definition, at both ends of the range
+    (identical rows: 0; disjoint supports: ln 2) and between, so the clamp hides no error."""
+    rng = np.random.default_rng(3)
+    p = random_distributions(rng, (60, 16))
+    q = random_distributions(rng, (60, 16))
+    q[:20] = p[:20]  # identical: JSD 0
+    p[20:40, :8], q[20:40, 8:] = 0.0, 0.0  # disjoint supports: JSD ln 2
+    p, q = p / p.sum(-1, keepdims=True), q / q.sum(-1, keepdims=True)
+    logp, logq = torch.tensor(log(p), dtype=dtype), torch.tensor(log(q), dtype=dtype)
+    raw, clamped = _jsd_unclamped(logp, logq), jsd(logp, logq)
+    # The reference sees the distributions the function sees (rounded to dtype).
+    reference = brute_force_jsd(logp.double().exp(), logq.double().exp())
+    np.testing.assert_allclose(raw.double(), reference, rtol=0, atol=tolerance)
+    np.testing.assert_allclose(clamped.double(), raw.double(), rtol=0, atol=tolerance)
+    np.testing.assert_allclose(reference[:20], 0.0, atol=1e-15)
+    np.testing.assert_allclose(reference[20:40], math.log(2), atol=1e-12)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -106,6 +131,8 @@ def test_jsd_properties(p, data):
     )
     q = q / q.sum()
     value = float(jsd(log(p), log(q)))
-    assert 0.0 <= value <= math.log(2)
+    raw = float(_jsd_unclamped(log(p), log(q)))
+    assert raw == pytest.approx(brute_force_jsd(p, q), abs=1e-12)
+    assert value == pytest.approx(raw, abs=1e-15)  # the clamp only removes round-off
     assert value == pytest.approx(float(jsd(log(q), log(p))), abs=1e-12)
     assert value == pytest.approx(brute_force_jsd(p, q), abs=1e-9)

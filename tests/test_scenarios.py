@@ -20,9 +20,13 @@ def test_seeded_and_well_formed():
         first, second = case.key_positions
         assert case.key_ids == (f"p{first}", f"p{second}")
         assert case.swapped().key_ids == (f"p{second}", f"p{first}")  # ids follow content
-        assert case.response in case.sources[first].text + case.sources[second].text or (
-            case.kind == "complementary"
-        )
+        key_texts = (case.sources[first].text, case.sources[second].text)
+        if case.kind == "complementary":  # "The X and the Y": each key document names one
+            halves = case.response.removeprefix("The ").split(" and the ")
+            named_by = sorted(tuple(half in text for text in key_texts) for half in halves)
+            assert named_by == [(False, True), (True, False)]
+        else:
+            assert case.response in "".join(key_texts)
 
 
 def test_synergy_needs_both_documents():

@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mechrag.data import RAGExample, load_hotpotqa, load_musique, load_squad
+from mechrag.data import DATASETS, RAGExample, load_examples, reader_options
+from mechrag.errors import InputError
 from mechrag.outputs import write_text_atomic
 from mechrag.sources import Source
 
-CORPUS_DATASETS = ("hotpotqa", "musique", "squad")
+CORPUS_DATASETS = DATASETS  # every shipped data set (the retrieval command's choices)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Corpus(Sequence):
         self.documents = list(documents)
         self.by_id = {d.id: d for d in self.documents}
         if len(self.by_id) != len(self.documents):
-            raise ValueError("document ids must be unique")
+            raise InputError("document ids must be unique")
 
     def __len__(self) -> int:
         return len(self.documents)
@@ -75,12 +76,12 @@ class Corpus(Sequence):
         """Documents ``d0, d1, ...`` from plain texts (duplicates kept once)."""
         titles = list(titles) if titles is not None else [None] * len(texts)
         if len(titles) != len(texts):
-            raise ValueError(f"got {len(texts)} texts but {len(titles)} titles")
+            raise InputError(f"got {len(texts)} texts but {len(titles)} titles")
         seen, documents = set(), []
         for text, title in zip(texts, titles):
             key = _normalise(text)
             if not key:
-                raise ValueError("documents must not be empty")
+                raise InputError("documents must not be empty")
             if key not in seen:
                 seen.add(key)
                 documents.append(Document(f"d{len(documents)}", text.strip(), title))
@@ -92,7 +93,7 @@ class Corpus(Sequence):
         text = Path(path).read_text(encoding="utf-8")
         paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
         if len(paragraphs) < 2:
-            raise ValueError(
+            raise InputError(
                 f"corpus file {path} needs at least two documents (blank-line separated)"
             )
         return cls.from_texts(paragraphs)
@@ -153,14 +154,13 @@ def _paragraphs(example: RAGExample) -> dict[str, tuple[str | None, str, list[st
 
 
 def load_dataset_examples(dataset: str, n: int | None = None) -> list[RAGExample]:
-    """All paragraphs of the first ``n`` shipped examples of ``dataset``, as documents."""
-    if dataset == "hotpotqa":
-        return load_hotpotqa(n=n, unit="document")
-    if dataset == "musique":
-        return load_musique(n=n, unit="document")
-    if dataset == "squad":
-        return load_squad(n=n)
-    raise ValueError(f"unknown dataset {dataset!r}: choose from {CORPUS_DATASETS}")
+    """All paragraphs of the first ``n`` shipped examples of ``dataset``, as documents.
+
+    Readers with a ``unit`` give whole paragraphs; SQuAD's one paragraph of sentences is
+    regrouped into its document by :meth:`Corpus.from_examples`.
+    """
+    units = {"unit": "document"} if "unit" in reader_options(dataset) else {}
+    return load_examples(dataset, n=n, **units)
 
 
 def build_corpus(datasets: Sequence[str] = CORPUS_DATASETS, n: int | None = None) -> Corpus:
