@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from mechrag.errors import InputError
 from mechrag.sources import Source, source_id
 
 KINDS = ("redundancy", "complementary", "synergy")
@@ -110,9 +111,9 @@ def _fillers(rng: np.random.Generator) -> dict[str, str]:
 def make_scenario(kind: str, seed: int = 0, n_documents: int = 10) -> Scenario:
     """One seeded case of ``kind`` with ``n_documents`` one-sentence documents (2 key ones)."""
     if kind not in CASES:
-        raise ValueError(f"unknown scenario kind {kind!r}: choose from {KINDS}")
+        raise InputError(f"unknown scenario kind {kind!r}: choose from {KINDS}")
     if not 2 <= n_documents <= 2 + len(DISTRACTORS):
-        raise ValueError(f"n_documents must be in [2, {2 + len(DISTRACTORS)}], got {n_documents}")
+        raise InputError(f"n_documents must be in [2, {2 + len(DISTRACTORS)}], got {n_documents}")
     rng = np.random.default_rng([seed, KINDS.index(kind)])
     fields = _fillers(rng)
     query, key_a, key_b, answer = (text.format(**fields) for text in CASES[kind])

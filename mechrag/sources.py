@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import blingfire
 
+from mechrag.errors import InputError
+
 
 @dataclass(frozen=True)
 class Source:
@@ -61,7 +63,7 @@ def documents_from_texts(
     """One source per document; each is its own paragraph (ids ``p0``, ``p1``, ...)."""
     titles = list(titles) if titles is not None else [None] * len(texts)
     if len(titles) != len(texts):
-        raise ValueError(f"got {len(texts)} documents but {len(titles)} titles")
+        raise InputError(f"got {len(texts)} documents but {len(titles)} titles")
     return [
         Source(source_id(i), text.strip(), title, i)
         for i, (text, title) in enumerate(zip(texts, titles))
@@ -80,7 +82,7 @@ def as_sources(
     """
     if isinstance(sources, str):
         if not sources.strip():
-            raise ValueError("context is empty: give at least two sentences or documents")
+            raise InputError("context is empty: give at least two sentences or documents")
         paragraphs = [p for p in sources.split("\n\n") if p.strip()]
         items: list = sentences_from_paragraphs([(None, p) for p in paragraphs])
     else:
@@ -98,13 +100,13 @@ def as_sources(
             raise TypeError(f"sources must all be strings or all be Source objects, got {kinds}")
     for source in items:
         if not source.text.strip():
-            raise ValueError(f"source {source.id!r} has empty text")
+            raise InputError(f"source {source.id!r} has empty text")
     if len(items) < min_sources:
-        raise ValueError(
+        raise InputError(
             f"got {len(items)} source(s); attribution needs at least {min_sources} "
             "(split the context into sentences, or add documents)"
         )
     ids = [s.id for s in items]
     if len(set(ids)) != len(ids):
-        raise ValueError("source ids must be unique")
+        raise InputError("source ids must be unique")
     return items

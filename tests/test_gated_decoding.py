@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import json
+
+import matplotlib
+import numpy as np
 import torch
 
 from mechrag.adapter import greedy_generate
+from mechrag.case import Case
 from mechrag.divergences import jsd
-from mechrag.mechanism.gated_decoding import decode_with_gates
+from mechrag.mechanism.echo import Echo
+from mechrag.mechanism.gated_decoding import GatedDecoding, decode_with_gates
 from mechrag.mechanism.gates import Gates
+from mechrag.mechanism.gating_report import GatingComparison, compare_gating
+from mechrag.mechanism.gating_rules import GatingRule
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 
 QUERY = "Where does the cat sleep?"
 SOURCES = ["The cat sleeps on the mat.", "Dogs bark at night."]
 GATES = Gates(heads={(0, 1): 0.0, (1, 2): 3.0}, mlps={1: 0.2})
+
+matplotlib.use("Agg")
 
 
 def _builder(model):
@@ -82,3 +92,77 @@ def test_gate_on_every_step_matches_position_selective_reference(tiny_llama):
     assert decoded.response_ids == reference
     plain = greedy_generate(tiny_llama, builder.ids(), max_new_tokens=8)
     assert decoded.response_ids != plain  # the gates changed the response
+
+
+def test_gated_decoding_round_trips_through_json():
+    decoded = GatedDecoding(response_ids=[5, 7], echo=[0.3, 0.01], fired=[False, True])
+    data = json.loads(decoded.to_json())
+    assert data == {"response_ids": [5, 7], "echo": [0.3, 0.01], "fired": [False, True]}
+    assert GatedDecoding.from_dict(data) == decoded
+
+
+def _echo(context) -> Echo:
+    tokens = [" Paris", "."][: len(context)]
+    return Echo(tokens, np.array(context), np.array(context) / 2, "p1", np.ones(len(tokens), bool))
+
+
+def test_gating_comparison_saves_gate_json_and_echo_strips(tmp_path):
+    import matplotlib.pyplot as plt
+
+    comparison = GatingComparison(
+        query="Where?",
+        rule=GatingRule("damp", k=2, factor=0.5),
+        mode="dynamic",
+        gates=GATES,
+        fired_steps=1,
+        response="Paris.",
+        gated_response="Rome",
+        echo=_echo([0.05, 0.4]),
+        gated_echo=_echo([0.3]),
+    )
+    figures = plt.get_fignums()
+    written = comparison.save(tmp_path)
+    assert plt.get_fignums() == figures  # the strips it drew are closed
+    assert [p.name for p in written] == [
+        "gate.json",
+        "echo_response.png",
+        "echo_response.svg",
+        "echo_gated_response.png",
+        "echo_gated_response.svg",
+    ]
+    data = json.loads((tmp_path / "gate.json").read_text())
+    assert list(data) == [
+        "query",
+        "rule",
+        "mode",
+        "gates",
+        "fired_steps",
+        "response",
+        "gated_response",
+        "echo",
+        "gated_echo",
+    ]
+    assert data["rule"] == GatingRule("damp", k=2, factor=0.5).to_dict()
+    assert data["gates"] == GATES.to_dict()
+    assert data["echo"] == json.loads(comparison.echo.to_json())
+    restored = GatingComparison.from_dict(data)
+    assert (restored.rule, restored.gates) == (comparison.rule, GATES)
+    assert (restored.query, restored.mode, restored.fired_steps) == ("Where?", "dynamic", 1)
+    assert (restored.response, restored.gated_response) == ("Paris.", "Rome")
+    np.testing.assert_array_equal(restored.gated_echo.context, [0.3])
+    assert restored.to_dict() == data
+
+
+def test_compare_gating_dynamic_without_firing_and_static(tiny_llama):
+    case = Case(tiny_llama, QUERY, SOURCES, max_new_tokens=4)
+    never = compare_gating(case, GatingRule("damp", k=4), threshold=0.0, max_new_tokens=4)
+    assert never.fired_steps == 0 and never.gated_response == never.response == case.response_text
+    assert never.echo.top_source == never.gated_echo.top_source
+    np.testing.assert_array_equal(never.gated_echo.context, never.echo.context)
+    rule = GatingRule("amplify", k=6, factor=4.0)
+    static = compare_gating(case, rule, mode="static", max_new_tokens=4)
+    assert static.fired_steps is None and static.mode == "static"
+    assert len(static.gates) == 6 and set(static.gates.mlps.values()) <= {4.0}
+    with static.gates.apply(tiny_llama):
+        expected = greedy_generate(tiny_llama, case.builder.ids(), max_new_tokens=4)
+    assert static.gated_echo.response_tokens == [tiny_llama.tokenizer.decode([t]) for t in expected]

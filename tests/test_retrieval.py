@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -14,6 +16,7 @@ from mechrag.retrieval.encoder import DenseEncoder
 from mechrag.retrieval.index import FlatIndex
 from mechrag.retrieval.integrated_gradients import (
     RetrieverIntegratedGradients,
+    TokenAttribution,
     merge_wordpieces,
     special_token_mask,
 )
@@ -192,6 +195,30 @@ def test_merge_wordpieces_sums_continuations():
     tokens = ["[CLS]", "the", "cat", "##s", "sat", "[SEP]"]
     words = merge_wordpieces(tokens, np.array([0, 1.0, 2.0, 0.5, -1.0, 0]), [1, 0, 0, 0, 0, 1])
     assert words == [("the", 1.0), ("cats", 2.5), ("sat", -1.0)]
+
+
+def test_token_attribution_round_trips_through_json(tiny_encoder, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    explained = RetrieverIntegratedGradients(tiny_encoder, n_steps=8, warn=False).explain_query(
+        "the cats sat", tiny_encoder.encode(["red cat"])
+    )
+    explained.metadata["seed"] = np.int64(3)
+    data = json.loads(explained.to_json())
+    assert data["completeness"] == pytest.approx(explained.completeness)
+    assert data["words"] == [list(word) for word in explained.words()]
+    restored = TokenAttribution.from_dict(data)  # the derived completeness and words: skipped
+    np.testing.assert_array_equal(restored.scores, explained.scores)
+    assert restored.scores.dtype == np.float64
+    for name in ("side", "text", "tokens", "special", "target", "baseline_target", "method"):
+        assert getattr(restored, name) == getattr(explained, name)
+    assert restored.metadata == {"seed": 3}
+    assert restored.to_dict() == explained.to_dict()
+    written = explained.save(tmp_path, "query")
+    assert [p.name for p in written] == ["query.json", "query_saliency.png", "query_saliency.svg"]
+    saved = TokenAttribution.from_dict(json.loads(written[0].read_text()))
+    assert saved.words() == explained.words()
 
 
 def test_token_removal_keeps_special_tokens_and_scores_masks(tiny_encoder):

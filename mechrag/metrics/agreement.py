@@ -12,13 +12,15 @@ import numpy as np
 from jaxtyping import Float
 from scipy import stats
 
+from mechrag.errors import InputError
+
 Scores = Float[np.ndarray, " n_players"]
 
 
 def _pair(estimate, reference) -> tuple[np.ndarray, np.ndarray]:
     estimate, reference = np.asarray(estimate, float), np.asarray(reference, float)
     if estimate.shape != reference.shape or estimate.ndim != 1 or len(estimate) < 2:
-        raise ValueError(
+        raise InputError(
             "need two equal-length score vectors of >= 2 values, "
             f"got {estimate.shape} and {reference.shape}"
         )
@@ -89,7 +91,7 @@ def removal_top_k(value_fn, n_players: int, k: int) -> np.ndarray:
     Evaluates ``v(N \\ K)`` for all ``C(n, k)`` sets ``K`` in one call of ``value_fn``.
     """
     if not 1 <= k < n_players:
-        raise ValueError(f"k must be in [1, {n_players - 1}], got {k}")
+        raise InputError(f"k must be in [1, {n_players - 1}], got {k}")
     sets = list(combinations(range(n_players), k))
     masks = np.ones((len(sets), n_players), dtype=bool)
     for row, members in enumerate(sets):

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 from jaxtyping import Bool, Float
 
+from mechrag.errors import InputError
 from mechrag.metrics.agreement import top_k
 
 Scores = Float[np.ndarray, " n_documents"]
@@ -24,7 +25,7 @@ WARG_TAU = 1.5
 def _pair(retriever, generator) -> tuple[np.ndarray, np.ndarray]:
     retriever, generator = np.asarray(retriever, float), np.asarray(generator, float)
     if retriever.shape != generator.shape or retriever.ndim != 1 or len(retriever) < 1:
-        raise ValueError(
+        raise InputError(
             f"need one score per document on both sides, got {retriever.shape} and "
             f"{generator.shape}"
         )
@@ -130,7 +131,7 @@ def perturbation_curves(value_fn: ValueFunction, attributions: Scores) -> dict[s
     attributions = np.asarray(attributions, float)
     n = len(attributions)
     if n < 1:
-        raise ValueError("need at least one feature")
+        raise InputError("need at least one feature")
     morf = np.argsort(-attributions, kind="stable")
     lerf = np.argsort(attributions, kind="stable")
     values = np.asarray(value_fn(np.concatenate([removal_masks(morf, n), removal_masks(lerf, n)])))

@@ -18,11 +18,13 @@ import numpy as np
 from jaxtyping import Bool, Float
 from scipy import stats
 
+from mechrag.errors import InputError
+
 
 def _binary(labels) -> np.ndarray:
     labels = np.asarray(labels)
     if not np.isin(labels, (0, 1)).all():
-        raise ValueError("labels must be binary (0/1 or bool)")
+        raise InputError("labels must be binary (0/1 or bool)")
     return labels.astype(bool)
 
 
@@ -30,10 +32,10 @@ def auroc(scores: Float[np.ndarray, " n"], labels: Bool[np.ndarray, " n"]) -> fl
     """Area under the ROC curve of ``scores`` detecting ``labels == 1`` (ties count 1/2)."""
     scores, labels = np.asarray(scores, dtype=float), _binary(labels)
     if scores.shape != labels.shape:
-        raise ValueError(f"scores {scores.shape} and labels {labels.shape} differ in shape")
+        raise InputError(f"scores {scores.shape} and labels {labels.shape} differ in shape")
     n_pos, n_neg = int(labels.sum()), int((~labels).sum())
     if n_pos == 0 or n_neg == 0:
-        raise ValueError("AUROC needs at least one positive and one negative example")
+        raise InputError("AUROC needs at least one positive and one negative example")
     ranks = stats.rankdata(scores)  # average ranks: a tie between classes adds 1/2
     u = ranks[labels].sum() - n_pos * (n_pos + 1) / 2
     return float(u / (n_pos * n_neg))
@@ -95,9 +97,9 @@ def bootstrap_ci(
     arrays = [np.asarray(a) for a in arrays]
     n = len(arrays[0])
     if n == 0 or any(len(a) != n for a in arrays):
-        raise ValueError("bootstrap_ci needs non-empty arrays of one length")
+        raise InputError("bootstrap_ci needs non-empty arrays of one length")
     if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
+        raise InputError(f"level must be in (0, 1), got {level}")
     rng = np.random.default_rng(seed)
     values = []
     for _ in range(n_resamples):
@@ -119,7 +121,7 @@ def mcnemar_exact(first: Bool[np.ndarray, " n"], second: Bool[np.ndarray, " n"])
     """
     first, second = _binary(first), _binary(second)
     if first.shape != second.shape:
-        raise ValueError("paired outcomes must have the same shape")
+        raise InputError("paired outcomes must have the same shape")
     b, c = int((first & ~second).sum()), int((~first & second).sum())
     n = b + c
     if n == 0:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mechrag.errors import InputError
 from mechrag.retrieval.corpus import Corpus, Document
 
 CONDITIONS = ("c1", "c2", "c3", "c4")
@@ -53,7 +54,7 @@ def random_documents(
     excluded = {d.id for d in exclude}
     pool = [d for d in corpus if d.id not in excluded]
     if count > len(pool):
-        raise ValueError(f"the corpus has only {len(pool)} documents outside the top k")
+        raise InputError(f"the corpus has only {len(pool)} documents outside the top k")
     rng = np.random.default_rng(seed)
     return [pool[i] for i in sorted(rng.choice(len(pool), count, replace=False))]
 
@@ -67,7 +68,7 @@ def prompt_condition(
 ) -> PromptCondition:
     """The documents of condition ``name`` for the ranked ``top`` documents (best first)."""
     if name not in CONDITIONS:
-        raise ValueError(f"unknown condition {name!r}: choose from {CONDITIONS}")
+        raise InputError(f"unknown condition {name!r}: choose from {CONDITIONS}")
     top = list(top)
     if name == "c1":
         return PromptCondition(name, top, [True] * len(top), ranked=True)

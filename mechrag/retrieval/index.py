@@ -12,6 +12,8 @@ import faiss
 import numpy as np
 from jaxtyping import Float, Int
 
+from mechrag.errors import InputError
+
 
 class FlatIndex:
     """Exhaustive inner-product search over ``[n, d]`` float32 vectors."""
@@ -38,10 +40,10 @@ class FlatIndex:
     ) -> tuple[Float[np.ndarray, "m k"], Int[np.ndarray, "m k"]]:
         """Top-``k`` inner products and row indices per query, best first."""
         if not 1 <= k <= len(self):
-            raise ValueError(f"k must be in [1, {len(self)}], got {k}")
+            raise InputError(f"k must be in [1, {len(self)}], got {k}")
         queries = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         if queries.shape[1] != self.dimension:
-            raise ValueError(f"queries must have {self.dimension} columns, got {queries.shape[1]}")
+            raise InputError(f"queries must have {self.dimension} columns, got {queries.shape[1]}")
         return self.index.search(queries, k)
 
     def vectors(self) -> Float[np.ndarray, "n d"]:
