@@ -9,45 +9,30 @@ from __future__ import annotations
 from mechrag._lazy import lazy_exports
 from mechrag._version import __version__  # noqa: F401 - the package version
 
-# Public name -> the module that defines it.
-_EXPORTS = {
-    "ARCJSD": "mechrag.attribution.arc_jsd",
-    "Attribution": "mechrag.results",
-    "BetaShapley": "mechrag.attribution.estimators",
-    "Case": "mechrag.case",
-    "ComponentAttribution": "mechrag.mechanism.result",
-    "ContextCite": "mechrag.attribution.estimators",
-    "EMBEDDED_MODELS": "mechrag.models",
-    "Echo": "mechrag.mechanism.echo",
-    "Engine": "mechrag.engine",
-    "Exact": "mechrag.attribution.estimators",
-    "Gates": "mechrag.mechanism.gates",
-    "KernelSHAP": "mechrag.attribution.estimators",
-    "LeaveOneOut": "mechrag.attribution.estimators",
-    "LeverageSHAP": "mechrag.attribution.estimators",
-    "MCSHAP": "mechrag.attribution.estimators",
-    "METHODS": "mechrag.attribution.methods",
-    "PMCSHAP": "mechrag.attribution.estimators",
-    "PromptBuilder": "mechrag.prompts",
-    "Result": "mechrag.results",
-    "Source": "mechrag.sources",
-    "SourceScreen": "mechrag.attribution.screening",
-    "TMCShapley": "mechrag.attribution.estimators",
-    "ablate": "mechrag.mechanism.ablation",
-    "arc_jsd": "mechrag.api",
-    "as_sources": "mechrag.sources",
-    "attribute": "mechrag.api",
-    "echo": "mechrag.mechanism.echo",
-    "explain": "mechrag.pipeline",
-    "gate": "mechrag.mechanism.gates",
-    "jsd": "mechrag.divergences",
-    "kl": "mechrag.divergences",
-    "load_model": "mechrag.models",
-    "localize": "mechrag.api",
-    "shapley_values": "mechrag.attribution.estimators",
-    "split_sentences": "mechrag.sources",
-    "sweep": "mechrag.sweep.runner",
-    "total_variation": "mechrag.divergences",
+# Module -> the public names it defines, imported on first use.
+_MODULES = {
+    "mechrag.api": ("arc_jsd", "attribute", "localize"),
+    "mechrag.attribution.arc_jsd": ("ARCJSD",),
+    "mechrag.attribution.estimators": (
+        "BetaShapley", "ContextCite", "Exact", "KernelSHAP", "LeaveOneOut", "LeverageSHAP",
+        "MCSHAP", "PMCSHAP", "TMCShapley", "shapley_values",
+    ),
+    "mechrag.attribution.methods": ("METHODS",),
+    "mechrag.attribution.screening": ("SourceScreen",),
+    "mechrag.case": ("Case",),
+    "mechrag.divergences": ("jsd", "kl", "total_variation"),
+    "mechrag.engine": ("Engine",),
+    "mechrag.mechanism.ablation": ("ablate",),
+    "mechrag.mechanism.echo": ("Echo", "echo"),
+    "mechrag.mechanism.gates": ("Gates", "gate"),
+    "mechrag.mechanism.result": ("ComponentAttribution",),
+    "mechrag.models": ("EMBEDDED_MODELS", "load_model"),
+    "mechrag.pipeline": ("explain",),
+    "mechrag.prompts": ("PromptBuilder",),
+    "mechrag.results": ("Attribution", "Result"),
+    "mechrag.sources": ("Source", "as_sources", "split_sentences"),
+    "mechrag.sweep.runner": ("sweep",),
 }
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS, {"explain": "retrieval"})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__, globals(), _MODULES, extras={"explain": "retrieval"}
+)

@@ -11,12 +11,17 @@ from collections.abc import Callable
 
 
 def lazy_exports(
-    package: str, namespace: dict, exports: dict[str, str], extras: dict[str, str] | None = None
-) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
-    """``__getattr__`` and ``__dir__`` for ``package`` whose public ``name`` is defined in module
-    ``exports[name]``; ``extras[name]`` names the optional extra it needs (checked first, for a
-    one-line install hint). A name, once loaded, is kept in ``namespace`` (the package's
-    globals), so later lookups are plain attribute reads."""
+    package: str,
+    namespace: dict,
+    modules: dict[str, tuple[str, ...]],
+    extras: dict[str, str] | None = None,
+) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
+    """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose public names are
+    defined in the modules of ``modules`` (module -> the names it defines); ``extras[name]``
+    names the optional extra a name needs (checked first, for a one-line install hint). A name,
+    once loaded, is kept in ``namespace`` (the package's globals), so later lookups are plain
+    attribute reads."""
+    exports = {name: module for module, names in modules.items() for name in names}
     extras = extras or {}
 
     def __getattr__(name: str):
@@ -33,4 +38,4 @@ def lazy_exports(
     def __dir__() -> list[str]:
         return sorted({*namespace, *exports})
 
-    return __getattr__, __dir__
+    return sorted(exports), __getattr__, __dir__

@@ -2,27 +2,18 @@
 
 from mechrag._lazy import lazy_exports
 
-# Public name -> its module, imported on first use (faiss, captum and torch load only then).
-_EXPORTS = {
-    "BASELINES": "mechrag.retrieval.options",
-    "CONDITIONS": "mechrag.retrieval.conditions",
-    "Corpus": "mechrag.retrieval.corpus",
-    "DenseEncoder": "mechrag.retrieval.encoder",
-    "Document": "mechrag.retrieval.corpus",
-    "FlatIndex": "mechrag.retrieval.index",
-    "Hit": "mechrag.retrieval.retriever",
-    "Origin": "mechrag.retrieval.corpus",
-    "PromptCondition": "mechrag.retrieval.conditions",
-    "Retriever": "mechrag.retrieval.retriever",
-    "RetrieverIntegratedGradients": "mechrag.retrieval.integrated_gradients",
-    "TokenAttribution": "mechrag.retrieval.integrated_gradients",
-    "build_corpus": "mechrag.retrieval.corpus",
-    "embedded_encoder_path": "mechrag.retrieval.encoder",
-    "load_encoder": "mechrag.retrieval.encoder",
-    "merge_wordpieces": "mechrag.retrieval.integrated_gradients",
-    "prompt_condition": "mechrag.retrieval.conditions",
-    "token_aipc": "mechrag.retrieval.perturbation",
-    "token_removal_value": "mechrag.retrieval.perturbation",
+# Module -> the public names it defines, imported on first use (faiss, captum and torch load
+# only then).
+_MODULES = {
+    "mechrag.retrieval.conditions": ("CONDITIONS", "PromptCondition", "prompt_condition"),
+    "mechrag.retrieval.corpus": ("Corpus", "Document", "Origin", "build_corpus"),
+    "mechrag.retrieval.encoder": ("DenseEncoder", "embedded_encoder_path", "load_encoder"),
+    "mechrag.retrieval.index": ("FlatIndex",),
+    "mechrag.retrieval.integrated_gradients": (
+        "RetrieverIntegratedGradients", "TokenAttribution", "merge_wordpieces",
+    ),
+    "mechrag.retrieval.options": ("BASELINES",),
+    "mechrag.retrieval.perturbation": ("token_aipc", "token_removal_value"),
+    "mechrag.retrieval.retriever": ("Hit", "Retriever"),
 }
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)

@@ -6,25 +6,19 @@ import types
 
 from mechrag._lazy import lazy_exports
 
-_EXPORTS = {
-    "Backend": "mechrag.sweep.config",
-    "ConfigChangedError": "mechrag.sweep.runner",
-    "METHODS": "mechrag.sweep.methods",
-    "SWEEP_METHODS": "mechrag.sweep.methods",
-    "SweepConfig": "mechrag.sweep.config",
-    "SweepMethod": "mechrag.sweep.methods",
-    "aggregate": "mechrag.sweep.records",
-    "get_method": "mechrag.sweep.methods",
-    "load_records": "mechrag.sweep.runner",
-    "load_sweep_examples": "mechrag.sweep.runner",
-    "load_sweep_model": "mechrag.sweep.backends",
-    "read_summary": "mechrag.sweep.runner",
-    "register_method": "mechrag.sweep.methods",
-    "run_sweep": "mechrag.sweep.runner",
-    "sweep": "mechrag.sweep.runner",
+_MODULES = {
+    "mechrag.sweep.backends": ("load_sweep_model",),
+    "mechrag.sweep.config": ("Backend", "SweepConfig"),
+    "mechrag.sweep.methods": (
+        "METHODS", "SWEEP_METHODS", "SweepMethod", "get_method", "register_method",
+    ),
+    "mechrag.sweep.records": ("aggregate",),
+    "mechrag.sweep.runner": (
+        "ConfigChangedError", "load_records", "load_sweep_examples", "read_summary", "run_sweep",
+        "sweep",
+    ),
 }
-__all__ = sorted(_EXPORTS)
-__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)
+__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)
 
 
 class _CallableSweepPackage(types.ModuleType):
