@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import matplotlib
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import torch
 
 from mechrag import Case
 from mechrag.divergences import jsd
-from mechrag.mechanism.echo import answer_token_mask, detector_scores, echo
+from mechrag.mechanism.echo import Echo, answer_token_mask, detector_scores, echo
 
 matplotlib.use("Agg")
 
@@ -50,7 +52,58 @@ def test_echo_equals_two_pass_computation(case):
     assert result.minimum == pytest.approx(result.context[keep].min())
     assert result.share_below == pytest.approx((result.context[keep] < 0.2).mean())
     assert result.to_dict()["source_summary"] == result.summary("source")
-    assert result.plot() is not None
+    assert_echo_strip(result)
+
+
+def assert_echo_strip(result) -> list[int]:
+    """One cell per response token holding its context echo, the low answer tokens outlined;
+    returns the outlined token positions."""
+    import matplotlib.pyplot as plt
+
+    axis = result.plot().axes[0]
+    np.testing.assert_array_equal(axis.images[0].get_array(), result.context[None])
+    assert [t.get_text() for t in axis.get_xticklabels()] == result.response_tokens
+    outlined = [patch.get_x() + 0.5 for patch in axis.patches]
+    assert outlined == np.flatnonzero(result.low_tokens).tolist()
+    assert f"below {result.threshold:g}" in axis.get_title()
+    plt.close("all")
+    return outlined
+
+
+def test_echo_strip_outlines_only_low_answer_tokens():
+    tokens = ["On", " the", ",", " mat"]
+    result = Echo(
+        response_tokens=tokens,
+        context=np.array([0.05, 0.3, 0.01, 0.02]),
+        source=np.zeros(4),
+        top_source="p0s0",
+        answer_mask=answer_token_mask(tokens),
+        threshold=0.1,
+    )
+    assert assert_echo_strip(result) == [0, 3]  # "," is low too but no answer token
+
+
+def test_echo_round_trips_through_json_and_saves(case, tmp_path):
+    import matplotlib.pyplot as plt
+
+    result = echo(case, threshold=0.2)
+    data = json.loads(result.to_json())
+    assert data["context_summary"] == pytest.approx(result.summary("context"))
+    restored = Echo.from_dict(data)  # the derived summaries: skipped
+    for name in ("context", "source", "answer_mask"):
+        np.testing.assert_array_equal(getattr(restored, name), getattr(result, name))
+    assert restored.answer_mask.dtype == bool
+    assert (restored.response_tokens, restored.top_source, restored.threshold) == (
+        result.response_tokens,
+        result.top_source,
+        0.2,
+    )
+    assert restored.summary("source") == pytest.approx(result.summary("source"))
+    figures = plt.get_fignums()
+    written = result.save(tmp_path)
+    assert [p.name for p in written] == ["echo.json", "echo_strip.png", "echo_strip.svg"]
+    assert plt.get_fignums() == figures  # the strip it drew is closed
+    assert json.loads(written[0].read_text()) == data
 
 
 def test_answer_token_mask():

@@ -9,6 +9,12 @@ import pytest
 import torch
 from helpers import hook_count
 from scipy.spatial.distance import jensenshannon
+from test_results import (
+    assert_gain_axis,
+    assert_heads_axis,
+    assert_layers_axis,
+    assert_residual_axis,
+)
 
 from mechrag import ComponentAttribution, localize
 from mechrag.prompts import PromptBuilder
@@ -156,20 +162,21 @@ def test_result_api(tiny_llama, tmp_path):
 def test_plots(family, request, tmp_path):
     import matplotlib.pyplot as plt
 
+    from mechrag.plots import save_figure
     from mechrag.plots.components import plot_gain_scatter, plot_summary
-    from mechrag.plots.sources import save_figure
 
     model = request.getfixturevalue(family)
     result = localize(model, QUERY, SOURCES, source="p0s0", response=RESPONSE)
-    for figure in (
-        result.plot_heads(k=3),
-        result.plot_layers(),
-        result.plot_residual(),
-        result.plot_gain(),
-        plot_gain_scatter([result, result]),
-        plot_summary(result),
-    ):
-        assert figure.axes
+    assert_heads_axis(result.plot_heads(k=3).axes[0], result, k=3)
+    assert_layers_axis(result.plot_layers().axes[0], result)
+    assert_residual_axis(result.plot_residual().axes[0], result)
+    assert_gain_axis(result.plot_gain().axes[0], [result])
+    assert_gain_axis(plot_gain_scatter([result, result]).axes[0], [result, result])
+    heads, layers, residual, gain, colorbar = plot_summary(result, k=4).axes
+    assert_heads_axis(heads, result, k=4)
+    assert_layers_axis(layers, result)
+    assert_residual_axis(residual, result)
+    assert_gain_axis(gain, [result])
     written = save_figure(result.plot_heads(), tmp_path / "heads")
     assert all(path.stat().st_size > 0 for path in written)
     plt.close("all")
@@ -178,7 +185,7 @@ def test_plots(family, request, tmp_path):
 def test_cli_localize(tiny_llama, tmp_path, monkeypatch, capsys):
     from mechrag.cli import main
 
-    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     arguments = ["localize", "--query", QUERY, "--context-file", str(context)]

@@ -66,14 +66,85 @@ def test_alignment_and_frame(explanation):
     assert data["completeness"]["query"] == pytest.approx(explanation.query_saliency.completeness)
 
 
+def test_round_trip_through_json(explanation):
+    data = json.loads(explanation.to_json())
+    restored = PipelineExplanation.from_dict(data)
+    assert restored.query == explanation.query
+    assert restored.condition == explanation.condition
+    assert restored.hits == explanation.hits
+    np.testing.assert_array_equal(restored.retriever_scores, explanation.retriever_scores)
+    np.testing.assert_array_equal(
+        restored.generator.token_scores, explanation.generator.token_scores
+    )
+    assert restored.generator.to_dict() == explanation.generator.to_dict()
+    np.testing.assert_array_equal(restored.query_saliency.scores, explanation.query_saliency.scores)
+    for ours, theirs in zip(restored.document_saliency, explanation.document_saliency, strict=True):
+        assert ours.to_dict() == theirs.to_dict()
+    assert (restored.tau, restored.generator_aipc) == (explanation.tau, explanation.generator_aipc)
+    assert restored.metadata == explanation.metadata
+    assert restored.to_dict() == data
+
+
+def test_save_writes_explanation_json_and_plots(explanation, tmp_path):
+    import matplotlib.pyplot as plt
+
+    figures = plt.get_fignums()
+    written = explanation.save(tmp_path)
+    assert plt.get_fignums() == figures  # every figure it drew is closed
+    stems = ["query_saliency", "tokens", "ranks"] + [
+        f"document_{i}_{d.id}_saliency" for i, d in enumerate(explanation.documents, start=1)
+    ]
+    expected = ["explanation.json"] + [
+        f"{stem}.{suffix}" for stem in stems for suffix in ("png", "svg")
+    ]
+    assert [p.name for p in written] == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(expected)  # no temporaries
+    assert json.loads((tmp_path / "explanation.json").read_text()) == json.loads(
+        explanation.to_json()
+    )
+
+
+def _assert_saliency(figure, attribution):
+    """The words in order, each boxed in its score's colour on a scale symmetric about zero."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
+
+    axis = figure.axes[0]
+    words, scores = zip(*attribution.words())
+    assert tuple(t.get_text() for t in axis.texts) == words
+    limit = np.abs(scores).max()
+    expected = plt.get_cmap("RdBu_r")(Normalize(-limit, limit)(scores))
+    np.testing.assert_allclose([t.get_bbox_patch().get_facecolor() for t in axis.texts], expected)
+    title = axis.get_title(loc="left")
+    assert title.startswith(f"{attribution.side} saliency")
+    assert title.endswith(f"completeness {attribution.completeness:.3f})")
+
+
 def test_plots(explanation):
-    for figure in (
-        explanation.plot_query_saliency(),
-        explanation.plot_document_saliency(0),
-        explanation.plot_tokens(),
-        explanation.plot_ranks(),
-    ):
-        assert figure.axes
+    import matplotlib.pyplot as plt
+
+    _assert_saliency(explanation.plot_query_saliency(), explanation.query_saliency)
+    _assert_saliency(explanation.plot_document_saliency(0), explanation.document_saliency[0])
+    generator, frame = explanation.generator, explanation.to_frame()
+    heatmap = explanation.plot_tokens().axes[0]  # every document, best first
+    np.testing.assert_array_equal(
+        heatmap.images[0].get_array(), generator.token_scores[generator.ranking]
+    )
+    documents = [t.get_text().split(":")[0] for t in heatmap.get_yticklabels()]
+    assert documents == frame["document_id"][generator.ranking].tolist()
+    assert [t.get_text() for t in heatmap.get_xticklabels()] == generator.response_tokens
+    ranks = explanation.plot_ranks().axes[0]
+    expected = frame[["retriever_rank", "generator_rank"]].to_numpy()
+    np.testing.assert_array_equal(ranks.collections[0].get_offsets(), expected)
+    assert [(t.get_text(), t.xy) for t in ranks.texts] == [
+        (id_, tuple(rank)) for id_, rank in zip(frame["document_id"], expected)
+    ]
+    assert (ranks.get_xlabel(), ranks.get_ylabel()) == (
+        "retriever rank (similarity)",
+        "generator rank (attribution)",
+    )
+    assert ranks.get_title().startswith(f"WARG = {explanation.warg:.2f}")
+    plt.close("all")
 
 
 def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
@@ -96,13 +167,9 @@ def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
 
 
 def _explain_parser():
-    import argparse
+    from mechrag.cli import build_parser
 
-    from mechrag.retrieval.cli import add_parser
-
-    parser = argparse.ArgumentParser(prog="mechrag")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
+    return build_parser("explain")
 
 
 def test_cli_parser_needs_exactly_one_corpus():
@@ -143,7 +210,7 @@ def test_cli_explain_writes_json_and_plots(tmp_path, capsys):
             str(out),
         ]
     )
-    args.handler(args)
+    args.run(args)
     data = json.loads((out / "explanation.json").read_text())
     assert data["hits"][0]["id"] == "d0"  # the Eiffel Tower document ranks first
     assert -1 <= data["warg"] <= 1

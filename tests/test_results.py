@@ -9,8 +9,11 @@ import pytest
 
 from mechrag.cli import main
 from mechrag.mechanism import Component, ComponentAttribution
+from mechrag.metrics import spearman_test
+from mechrag.outputs import json_ready, write_json
+from mechrag.plots.results import save_figures
 from mechrag.results import Attribution
-from mechrag.sources import as_sources
+from mechrag.sources import Source, as_sources
 
 
 @pytest.fixture
@@ -126,6 +129,35 @@ def test_from_dict_reads_records_of_the_previous_version(attribution, components
     np.testing.assert_array_equal(restored.heads, components.heads)
 
 
+def test_json_ready_converts_numpy_tuples_paths_and_dataclasses(attribution, tmp_path):
+    value = {
+        "array": np.arange(3, dtype=np.int32),
+        "scalar": np.float32(0.5),
+        "pair": (1, np.bool_(True)),
+        "path": tmp_path / "x",
+        "source": Source("p0", "text"),  # a plain dataclass: its fields
+        "result": attribution,  # a dataclass with to_dict: that
+    }
+    ready = json_ready(value)
+    assert ready["array"] == [0, 1, 2] and ready["scalar"] == 0.5
+    assert ready["pair"] == [1, True] and type(ready["pair"][1]) is bool
+    assert ready["path"] == str(tmp_path / "x")
+    assert ready["source"] == {"id": "p0", "text": "text", "title": None, "paragraph": None}
+    assert ready["result"] == attribution.to_dict()
+    path = write_json(tmp_path / "sub" / "value.json", value)
+    assert path.read_text() == json.dumps(ready, indent=1)
+    assert [p.name for p in (tmp_path / "sub").iterdir()] == ["value.json"]  # no temporaries
+
+
+def test_save_figures_draws_saves_and_closes_each(attribution, tmp_path):
+    import matplotlib.pyplot as plt
+
+    figures = plt.get_fignums()
+    written = save_figures({"bars": attribution.plot, "tokens": attribution.plot_tokens}, tmp_path)
+    assert [p.name for p in written] == ["bars.png", "bars.svg", "tokens.png", "tokens.svg"]
+    assert plt.get_fignums() == figures
+
+
 def test_positional_construction_and_shape_checks():
     sources = as_sources(["a", "b"])
     result = Attribution("m", "q", sources, np.zeros(2), "r", [1], ["r"])
@@ -182,9 +214,61 @@ def test_plots_return_figures(attribution, components):
     assert [p.get_width() for p in axis.patches] == [0.9, 0.9, 0.5, 0.5]
     colours = [p.get_facecolor() for p in axis.patches]
     assert colours[1] != colours[0] and colours[0] == colours[2]
-    for name in ("plot_heads", "plot_layers", "plot_residual", "plot_gain"):
-        assert getattr(components, name)().axes
+    heads = components.plot_heads(k=3).axes[0]
+    assert_heads_axis(heads, components, k=3)
+    assert [t.get_text() for t in heads.texts] == ["1", "2", "3"]
+    assert [t.get_position() for t in heads.texts] == [(2, 0), (0, 1), (2, 1)]  # L0H2, L1H0, L1H2
+    assert_layers_axis(components.plot_layers().axes[0], components)
+    assert_residual_axis(components.plot_residual().axes[0], components)
+    assert_gain_axis(components.plot_gain().axes[0], [components])
     plt.close("all")
+
+
+def assert_heads_axis(axis, result, k):
+    """The heatmap is ``result.heads`` (layers as rows), the top-``k`` heads numbered by rank."""
+    np.testing.assert_array_equal(axis.images[0].get_array(), result.heads)
+    numbered = [(t.get_position(), t.get_text()) for t in axis.texts]
+    top = result.top(k, kind="head")
+    assert numbered == [((c.head, c.layer), str(rank)) for rank, c in enumerate(top, start=1)]
+    assert (axis.get_xlabel(), axis.get_ylabel()) == ("head", "layer")
+    assert axis.images[0].colorbar.ax.get_ylabel() == "summed logit-lens JSD"
+
+
+def assert_layers_axis(axis, result):
+    """One line per layer profile: the attention sum, then the MLP scores."""
+    attention, mlps = axis.lines
+    for line, values in ((attention, result.attention), (mlps, result.mlps)):
+        np.testing.assert_array_equal(line.get_xdata(), np.arange(result.n_layers))
+        np.testing.assert_array_equal(line.get_ydata(), values)
+    assert [t.get_text() for t in axis.get_legend().get_texts()] == ["attention (sum)", "MLP"]
+    assert (axis.get_xlabel(), axis.get_ylabel()) == ("layer", "summed logit-lens JSD")
+
+
+def assert_residual_axis(axis, result):
+    """One line: the residual stream's JSD after each layer."""
+    (line,) = axis.lines
+    np.testing.assert_array_equal(line.get_xdata(), np.arange(result.n_layers))
+    np.testing.assert_array_equal(line.get_ydata(), result.resid_post)
+    assert axis.get_ylabel() == "residual logit-lens JSD"
+
+
+def assert_gain_axis(axis, results):
+    """(score, gain) points of every head, then every MLP, pooled over ``results``; the title
+    holds the pooled Spearman rho."""
+    heads, mlps = axis.collections
+    expected = (
+        (heads, [(r.heads.ravel(), r.head_gain.ravel()) for r in results]),
+        (mlps, [(r.mlps, r.mlp_gain) for r in results]),
+    )
+    for points, pairs in expected:
+        np.testing.assert_array_equal(
+            points.get_offsets(), np.concatenate([np.column_stack(pair) for pair in pairs])
+        )
+    rho = spearman_test(
+        np.concatenate([r.scores for r in results]), np.concatenate([r.gains for r in results])
+    )[0]
+    assert axis.get_title().startswith(f"Spearman ρ = {rho:.2f}")
+    assert (axis.get_xlabel(), axis.get_ylabel()) == ("component JSD", "semantic gain")
 
 
 def test_cli_reports_bad_input_without_writing(tmp_path, capsys):
@@ -210,7 +294,7 @@ def test_cli_reports_bad_input_without_writing(tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["arc_jsd", "kernel_shap"])
 def test_cli_attribute_writes_table_json_and_chart(method, tiny_llama, tmp_path, monkeypatch):
-    monkeypatch.setattr("mechrag.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("Alice went home.\n\nBob stayed at work.\n\nCarol flew to Rome.\n")
     out = tmp_path / "out"

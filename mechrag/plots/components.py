@@ -45,7 +45,7 @@ def plot_layers(result, ax=None):
     """MLP score and the sum of head scores for every layer."""
     layers = np.arange(result.n_layers)
     fig, ax = figure_and_axes(ax, (5.5, 3.0))
-    ax.plot(layers, result.mlps, marker="o", ms=3, color=HEAD_COLOR, label="attention (sum)")
+    ax.plot(layers, result.attention, marker="o", ms=3, color=HEAD_COLOR, label="attention (sum)")
     ax.plot(layers, result.mlps, marker="s", ms=3, color=MLP_COLOR, label="MLP")
     ax.set_xlabel("layer")
     ax.set_ylabel("summed logit-lens JSD")
