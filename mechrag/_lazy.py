@@ -7,7 +7,28 @@ before torch loads, and a light submodule (a config, a registry) does not pull i
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from collections.abc import Callable
+
+
+class LazyPackage(types.ModuleType):
+    """A package whose public names are loaded on first use.
+
+    A public name may be a submodule's name too (``mechrag.mechanism.echo`` is the function
+    ``echo`` of the module ``echo``; ``mechrag.sweep`` the function of the package): when that
+    submodule is imported, the import system binds it to the package under its name. That binding
+    is not kept, so the name stays the public object, as it was when the names were imported
+    eagerly; the submodule stays in ``sys.modules``.
+    """
+
+    def __setattr__(self, name: str, value) -> None:
+        public = name in self.__dict__.get("__all__", ())
+        own = f"{self.__name__}.{name}"
+        submodule = isinstance(value, types.ModuleType) and value.__name__ == own
+        if public and submodule:
+            return
+        super().__setattr__(name, value)
 
 
 def lazy_exports(
@@ -23,6 +44,7 @@ def lazy_exports(
     attribute reads."""
     exports = {name: module for module, names in modules.items() for name in names}
     extras = extras or {}
+    sys.modules[package].__class__ = LazyPackage
 
     def __getattr__(name: str):
         if name not in exports:
@@ -39,3 +61,22 @@ def lazy_exports(
         return sorted({*namespace, *exports})
 
     return sorted(exports), __getattr__, __dir__
+
+
+def moved(package: str, moves: dict[str, str]) -> Callable[[str], object]:
+    """``__getattr__`` for a module whose names ``moves`` (name -> new module) moved away: the
+    old path keeps working for one release, with a ``DeprecationWarning`` naming the new one."""
+
+    def __getattr__(name: str):
+        if name not in moves:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        import warnings
+
+        warnings.warn(
+            f"{package}.{name} moved to {moves[name]}.{name}; the old path goes in 0.4",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(moves[name]), name)
+
+    return __getattr__

@@ -218,7 +218,9 @@ def active_hooks(model) -> tuple[int, ...]:
     handle id, so results cached under one set of hooks are never served under another. Only
     forward hooks count: backward hooks cannot change a forward pass. (The bridge's own wiring
     on the Hugging Face modules is not counted.) A hook point listed under several names
-    counts once.
+    counts once. A hook registered on a hook point with torch's own ``register_forward_hook``
+    bypasses TransformerLens's handles and is not seen: add interventions through
+    ``model.hooks``/``model.add_hook`` or mechrag's context managers.
     """
     return tuple(
         sorted({handle.hook.id for point in model.hook_points() for handle in point.fwd_hooks})

@@ -220,7 +220,7 @@ class Case:
     def _scored(self, masks) -> list[_ScoredSubset]:
         masks = np.asarray(masks, dtype=bool)
         if masks.ndim != 2 or masks.shape[1] != self.n_sources:
-            raise InputError(f"masks must be [m, {self.n_sources}], got {masks.shape}")
+            raise ValueError(f"masks must be [m, {self.n_sources}], got {masks.shape}")
         store = self._store()
         keys = [row.tobytes() for row in masks]
         missing = list(dict.fromkeys(k for k in keys if k not in store.subsets))
@@ -361,7 +361,7 @@ class Case:
         from mechrag.mechanism.localize import localize_source
 
         attribution = self.arc_jsd() if source is None else None
-        index = self._chosen_source(source)
+        index = int(attribution.ranking[0]) if source is None else self.source_index(source)
         return localize_source(
             self, index, gains=gains, logit_budget=logit_budget, attribution=attribution
         )

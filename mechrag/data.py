@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from mechrag.errors import InputError
+from mechrag.errors import InputError, InputFileError, read_input_text
 from mechrag.sources import Source, source_id, split_sentences
 
 SHIPPED = {
@@ -87,11 +87,14 @@ def _paragraph_sources(
 def _read_json(path: str | Path | None, dataset: str):
     path = Path(path) if path is not None else shipped_path(dataset)
     if not path.is_file():
-        raise FileNotFoundError(f"{dataset} file not found: {path}")
-    with path.open(encoding="utf-8") as handle:
+        raise InputFileError(f"{dataset} file not found: {path}")
+    text = read_input_text(path, f"{dataset} file")
+    try:
         if path.suffix == ".jsonl":
-            return [json.loads(line) for line in handle if line.strip()]
-        return json.load(handle)
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputFileError(f"{dataset} file {path} is not valid JSON: {error}") from None
 
 
 def load_hotpotqa(

@@ -119,7 +119,7 @@ class Engine:
     ) -> list[list[int]]:
         """Model inputs per mask: prompt ids then the response without its last token."""
         if len(response_ids) == 0:
-            raise InputError("response is empty: nothing to attribute")
+            raise ValueError("response is empty: nothing to attribute")
         sequences = [builder.ids(mask) + list(response_ids[:-1]) for mask in masks]
         longest = max(len(s) for s in sequences) + 1
         limit = adapter.context_length(self.model)
@@ -307,7 +307,7 @@ class Engine:
     def _check_masks(builder: PromptBuilder, masks: MaskBatch) -> Bool[Tensor, "n_masks n_sources"]:
         masks = as_masks(masks)
         if masks.ndim != 2 or masks.shape[1] != builder.n_sources or len(masks) == 0:
-            raise InputError(
+            raise ValueError(
                 f"masks must be [n_masks >= 1, {builder.n_sources}], got {tuple(masks.shape)}"
             )
         return masks

@@ -20,6 +20,21 @@ class InputError(ValueError):
     """An argument, file or option the caller can fix (message: one line, what and how)."""
 
 
+class InputFileError(InputError, FileNotFoundError):
+    """An input file or folder that is missing, unreadable or malformed."""
+
+
+def read_input_text(path, what: str) -> str:
+    """The UTF-8 text of an input file; a missing or unreadable one is an :class:`InputFileError`
+    naming ``what`` it is (``"context file"``, ``"corpus file"``, ...)."""
+    from pathlib import Path
+
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputFileError(f"cannot read {what} {path}: {error}") from None
+
+
 class MissingDependencyError(ModuleNotFoundError):
     """A package mechrag needs here is not installed; the message says what to pip install."""
 

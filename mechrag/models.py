@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from mechrag.adapter import patch_kv_cache_argument
-from mechrag.errors import InputError, MissingDependencyError, require_extra
+from mechrag.errors import InputError, InputFileError, MissingDependencyError, require_extra
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ def _resolve_path(name: str | None) -> str:
         return str(embedded_model_dir(name or DEFAULT_EMBEDDED))
     if str(name).endswith(".gguf"):
         if not Path(name).is_file():
-            raise FileNotFoundError(f"GGUF file not found: {name}")
+            raise InputFileError(f"GGUF file not found: {name}")
         return str(converted_gguf_dir(name))
     return str(name)
 

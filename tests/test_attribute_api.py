@@ -163,7 +163,10 @@ def test_method_objects_are_the_case_methods(case):
     assert direct.metadata["options"] == {"paired": True, "interactions": 1, "ridge": 0.01}
     assert KernelSHAP(seed=3).with_settings(seed=None, budget=5) == KernelSHAP(seed=3, budget=5)
     with pytest.raises(mechrag.errors.InputError, match="arc_jsd scores the n"):
-        case.attribute("arc_jsd", seed=1)
+        case.attribute("arc_jsd", budget=8)
+    # ARC-JSD is deterministic and always reuses the cache: a seed changes nothing (as before).
+    seeded = case.attribute("arc_jsd", seed=3, reuse_scored=True)
+    np.testing.assert_array_equal(seeded.scores, case.arc_jsd().scores)
 
 
 def test_every_registered_method_runs_by_name_and_names_itself(case):
@@ -180,6 +183,14 @@ def test_the_sweep_registry_reads_the_method_registry():
     """Every attribution method is a sweep method, taking the case options and its fields."""
     from mechrag.sweep import SWEEP_METHODS
 
-    for name, method_class in mechrag.METHODS.items():
-        options = set(SWEEP_METHODS[name].options)
-        assert options == {"max_new_tokens", "system_prompt", *method_class.parameters()}
+    assert set(mechrag.METHODS) < set(SWEEP_METHODS)
+    case_options = {"max_new_tokens", "system_prompt"}
+    assert set(SWEEP_METHODS["arc_jsd"].options) == case_options | {"divergence", "screen"}
+    settings = {"budget", "seed", "value"}
+    assert set(SWEEP_METHODS["kernel_shap"].options) == case_options | settings | {
+        "paired",
+        "interactions",
+        "ridge",
+    }
+    contextcite = set(SWEEP_METHODS["contextcite"].options)
+    assert contextcite == case_options | settings | {"keep_prob", "l1"}

@@ -122,6 +122,7 @@ def test_explain_without_the_retrieval_extra_names_it(hidden, monkeypatch, capsy
 
 def test_sweep_config_is_read_without_tomllib(tmp_path, monkeypatch):
     """Python 3.10 has no tomllib: the same file is read through tomli."""
+    pytest.importorskip("tomli")  # the dev extra installs it on every Python
     from mechrag.sweep.config import read_toml
 
     config = tmp_path / "sweep.toml"
@@ -145,3 +146,20 @@ def test_sweep_config_errors_are_bad_input(tmp_path, capsys):
     assert main(["sweep", "--method", "no_such", "--out", str(tmp_path / "o")]) == 2
     assert "unknown sweep method 'no_such'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_missing_inputs_are_one_line(tmp_path, capsys):
+    """Folders, data files and models that are not there: one line, exit 2, nothing written."""
+    assert main(["sweep", "summary", str(tmp_path / "nowhere")]) == 2
+    assert "no sweep in" in capsys.readouterr().err
+    out = tmp_path / "out"
+    base = ["sweep", "--method", "arc_jsd", "--dataset", "squad", "--n", "1", "--no-progress"]
+    assert main([*base, "--path", str(tmp_path / "none.json"), "--out", str(out)]) == 2
+    assert "squad file not found" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    assert main([*base, "--path", str(broken), "--out", str(out)]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+    assert main([*base, "--model", "toy:nope", "--out", str(out)]) == 2
+    assert "unknown tiny model family" in capsys.readouterr().err
+    assert not out.exists()  # a sweep whose model does not load leaves no folder

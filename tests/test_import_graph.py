@@ -18,17 +18,18 @@ library, never under it).
 Top-level rule: a library module imports what it needs from the defining submodule
 (``from mechrag.case import Case``), never ``import mechrag`` or ``from mechrag import Case``;
 ``from mechrag import adapter`` (a submodule) is fine. Command-line modules (the ``mechrag.cli``
-package and the ``__main__`` modules) are the package's users and are excepted.
+package, the ``__main__`` modules and deprecated ``cli`` shims) are the package's users and are
+excepted.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "mechrag"
 
@@ -192,8 +193,13 @@ def find_cycles(root: Path) -> list[str]:
 
 
 def is_command_line(name: str, top: str) -> bool:
-    """The ``cli`` package (or module) and ``__main__`` modules: the package's own users."""
-    return name == f"{top}.cli" or name.startswith(f"{top}.cli.") or name.endswith(".__main__")
+    """The ``cli`` package and its modules, the ``__main__`` modules and a deprecated ``cli``
+    shim left at an old path (``mechrag.sweep.cli``): the package's own users."""
+    return (
+        name == f"{top}.cli"
+        or name.startswith(f"{top}.cli.")
+        or name.endswith((".__main__", ".cli"))
+    )
 
 
 def top_level_imports(root: Path) -> list[str]:
@@ -300,13 +306,63 @@ def test_checker_resolves_imports_and_finds_cycles_and_top_level_imports(tmp_pat
 PACKAGES = ["mechrag", "mechrag.sweep", "mechrag.retrieval", "mechrag.mechanism", "mechrag.metrics"]
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_every_public_name_resolves(package):
-    """The lazy ``__all__`` of each package names objects that import (a typo in the map of
-    name -> module would otherwise surface only when a user touches that name)."""
-    import importlib
+def lazy_tables(root: Path) -> dict[str, dict[str, int]]:
+    """``package -> {module: line}`` of each lazy ``_MODULES`` table (the imports a package
+    makes by name, on first use of one of its public names)."""
+    modules = module_names(root)
+    tables = {}
+    for name, path in modules.items():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "_MODULES" for t in node.targets
+            ):
+                table = ast.literal_eval(node.value)
+                tables[name] = {module: node.lineno for module in table}
+    return tables
 
+
+def test_lazy_tables_name_modules_and_close_no_cycle():
+    """The lazy imports count as edges too: with them the graph still has no cycle."""
+    modules = module_names(PACKAGE_ROOT)
+    tables = lazy_tables(PACKAGE_ROOT)
+    assert set(tables) == set(PACKAGES)
+    graph = import_graph(PACKAGE_ROOT)
+    for package, table in tables.items():
+        assert set(table) <= set(modules), f"{package} names a module that does not exist"
+        for module, line in table.items():
+            graph[package].setdefault(module, line)
+    cycles = []
+    for component in strongly_connected(graph):
+        if len(component) > 1:
+            cycles.append(" -> ".join(shortest_cycle(graph, component[0], set(component))))
+    assert not cycles, "import cycles through lazy names:\n" + "\n".join(cycles)
+
+
+def test_every_public_name_is_its_defining_modules_object():
+    """Each lazy ``__all__`` name is the object its module defines, also a name that a submodule
+    shares (``mechrag.mechanism.echo`` the function, ``mechrag.sweep`` the function) after that
+    submodule was imported, as it was when the names were imported eagerly."""
+    code = """
+import importlib, pkgutil, mechrag
+for info in pkgutil.walk_packages(mechrag.__path__, "mechrag."):
+    if not info.name.endswith("__main__"):
+        importlib.import_module(info.name)
+for package in PACKAGES:
     module = importlib.import_module(package)
+    table = {name: m for m, names in module._MODULES.items() for name in names}
+    assert sorted(module.__all__) == sorted(table), package
     for name in module.__all__:
-        assert getattr(module, name) is not None, name
-    assert set(module.__all__) <= set(dir(module))
+        defined = getattr(importlib.import_module(table[name]), name)
+        assert getattr(module, name) is defined, (package, name, getattr(module, name))
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", f"PACKAGES = {PACKAGES!r}\n{code}"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PYTHONPATH": str(PACKAGE_ROOT.parent), "PATH": ""},
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

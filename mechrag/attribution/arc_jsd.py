@@ -26,6 +26,8 @@ class ARCJSD(SourceMethod):
     name: ClassVar[str] = "arc_jsd"
     description: ClassVar[str] = "ARC-JSD: divergence when each source alone is removed"
     refusal: ClassVar[str] = "arc_jsd scores the n + 1 leave-one-out subsets"
+    # Deterministic, and always served from the case's cache of scored subsets.
+    ignored: ClassVar[tuple[str, ...]] = ("seed", "reuse_scored")
     divergence: str = "jsd"
     screen: int | SourceScreen | None = None
 

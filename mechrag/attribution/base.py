@@ -8,7 +8,7 @@ with some fields replaced (:meth:`SourceMethod.with_settings`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 from mechrag.errors import InputError
@@ -22,6 +22,8 @@ class SourceMethod:
     description: ClassVar[str] = ""
     # Why a setting is refused (ARC-JSD's subsets are fixed), said before the allowed fields.
     refusal: ClassVar[str] = ""
+    # Settings accepted and ignored because they cannot change the result (ARC-JSD's seed).
+    ignored: ClassVar[tuple[str, ...]] = ()
 
     def __call__(self, case):
         raise NotImplementedError
@@ -35,9 +37,14 @@ class SourceMethod:
         """A copy with the given fields replaced; ``None`` values leave a field as it is.
 
         A setting the method has no field for is an :class:`InputError`, so that ``budget`` on
-        a method that has none is refused rather than ignored.
+        a method that has none is refused rather than ignored; only the settings in
+        :attr:`ignored` (which cannot change the result) are dropped.
         """
-        given = {key: value for key, value in settings.items() if value is not None}
+        given = {
+            key: value
+            for key, value in settings.items()
+            if value is not None and key not in self.ignored
+        }
         unknown = sorted(set(given) - set(self.parameters()))
         if unknown:
             why = f"{self.refusal}: " if self.refusal else ""
@@ -45,7 +52,3 @@ class SourceMethod:
                 f"{why}method {self.name!r} takes {list(self.parameters())}, not {unknown}"
             )
         return replace(self, **given)
-
-    def settings(self) -> dict:
-        """Every field with its value (JSON-ready for the plain types fields hold)."""
-        return asdict(self)

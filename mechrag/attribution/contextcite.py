@@ -32,7 +32,7 @@ def lasso(
     x = np.asarray(features, dtype=float)
     y = np.asarray(targets, dtype=float)
     if x.ndim != 2 or y.shape != (x.shape[0],):
-        raise InputError(f"need features [m, n] and targets [m], got {x.shape} and {y.shape}")
+        raise ValueError(f"need features [m, n] and targets [m], got {x.shape} and {y.shape}")
     if l1 < 0:
         raise InputError(f"l1 penalty must be >= 0, got {l1}")
     mean, scale = x.mean(0), x.std(0)

@@ -116,16 +116,16 @@ class Oracle:
         masks = np.asarray(masks, dtype=bool).reshape(-1, self.n_players)
         values = np.asarray(values, dtype=np.float64)
         if values.ndim not in (1, 2) or values.shape[0] != len(masks):
-            raise InputError(
+            raise ValueError(
                 f"value_fn returned shape {values.shape} for {len(masks)} masks: "
                 "expected [m] or [m, T]"
             )
         if not np.all(np.isfinite(values)):
-            raise InputError("value_fn returned non-finite values")
+            raise ValueError("value_fn returned non-finite values")
         if self.tail is None:
             self.tail = values.shape[1:]
         elif values.shape[1:] != self.tail:
-            raise InputError(f"values of shape {values.shape[1:]} after {self.tail}")
+            raise ValueError(f"values of shape {values.shape[1:]} after {self.tail}")
         for row, value in zip(masks, values.reshape(len(masks), -1)):
             self.cache[row.tobytes()] = value
 

@@ -86,7 +86,7 @@ def context_end(owners: Int[np.ndarray, " n_prompt"]) -> int:
     """The position just past the last source token: the first position the screen gates."""
     positions = np.flatnonzero(owners >= 0)
     if len(positions) == 0:
-        raise InputError("no prompt token belongs to a source")
+        raise ValueError("no prompt token belongs to a source")
     return int(positions[-1]) + 1
 
 

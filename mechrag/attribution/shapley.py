@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Bool, Float
 from scipy.special import betaln, comb
 
+from mechrag._lazy import moved
 from mechrag.attribution.sampling import (
     BudgetExhausted,
     Known,
@@ -329,3 +330,7 @@ def beta_position_weights(n_players: int, alpha: float, beta: float) -> np.ndarr
     reweighted by ``n C(n-1, s) w_beta(s)``."""
     sizes = np.arange(n_players)
     return n_players * comb(n_players - 1, sizes) * _beta_coalition_weights(n_players, alpha, beta)
+
+
+# Moved to the configured estimators (0.3); the old import path works for one release.
+__getattr__ = moved(__name__, {"shapley_values": "mechrag.attribution.estimators"})

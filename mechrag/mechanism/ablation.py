@@ -78,7 +78,7 @@ def component_means(model, engine, sequences: list[list[int]]):
             adapter.forward(model, ids, attention, n_logits=1)
         count += int(attention.sum())
     if count == 0:
-        raise InputError("no reference tokens to average over")
+        raise ValueError("no reference tokens to average over")
     return ComponentMeans(
         z=torch.stack(sums["z"]) / count, mlp_out=torch.stack(sums["mlp_out"]) / count
     )

@@ -6,6 +6,7 @@ import textwrap
 
 import numpy as np
 
+from mechrag._lazy import moved
 from mechrag.errors import InputError
 from mechrag.plots.results import figure_and_axes, plot_scores
 
@@ -49,3 +50,7 @@ def plot_token_scores(attribution, k: int | None = 10, ax=None, cmap="viridis"):
     ax.set_xlabel("response token")
     fig.colorbar(image, ax=ax, label=f"{attribution.method} per token")
     return fig
+
+
+# ``save_figure`` is defined once, in mechrag.plots.results (0.3); the old path works one release.
+__getattr__ = moved(__name__, {"save_figure": "mechrag.plots.results"})

@@ -16,4 +16,16 @@ _MODULES = {
     "mechrag.retrieval.perturbation": ("token_aipc", "token_removal_value"),
     "mechrag.retrieval.retriever": ("Hit", "Retriever"),
 }
-__all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)
+# The modules that import faiss or captum: their names need the retrieval extra.
+_NEEDS_EXTRA = (
+    "mechrag.retrieval.index",
+    "mechrag.retrieval.integrated_gradients",
+    "mechrag.retrieval.perturbation",
+    "mechrag.retrieval.retriever",
+)
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    _MODULES,
+    extras={name: "retrieval" for module in _NEEDS_EXTRA for name in _MODULES[module]},
+)

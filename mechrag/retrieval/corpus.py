@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from mechrag.data import DATASETS, RAGExample, load_examples, reader_options
-from mechrag.errors import InputError
+from mechrag.errors import InputError, read_input_text
 from mechrag.outputs import write_text_atomic
 from mechrag.sources import Source
 
@@ -90,7 +90,7 @@ class Corpus(Sequence):
     @classmethod
     def from_text_file(cls, path: str | Path) -> Corpus:
         """Plain text, documents separated by blank lines."""
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_input_text(path, "corpus file")
         paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
         if len(paragraphs) < 2:
             raise InputError(

@@ -1,9 +1,6 @@
 """Sweeps: run any method over a data set, one append-only record per example, resumable,
 in this process or on Ray actors (``pip install mechrag[ray]``)."""
 
-import sys
-import types
-
 from mechrag._lazy import lazy_exports
 
 _MODULES = {
@@ -20,13 +17,3 @@ _MODULES = {
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)
 
-
-class _CallableSweepPackage(types.ModuleType):
-    """``mechrag.sweep`` names both this package and :func:`sweep`: the import system binds the
-    package to it once a submodule is imported, so the package forwards calls to the function."""
-
-    def __call__(self, *args, **kwargs):
-        return __getattr__("sweep")(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableSweepPackage

@@ -119,11 +119,12 @@ def run_localize(model, example, options: dict) -> dict:
     }
 
 
+# ``reuse_scored`` means nothing on the fresh case each example gets.
 for name, method_class in ATTRIBUTION_METHODS.items():
     register_method(
         name,
         partial(run_attribute, method=name),
-        options=(*CASE_OPTIONS, *method_class.parameters()),
+        options=(*CASE_OPTIONS, *(p for p in method_class.parameters() if p != "reuse_scored")),
         description=method_class.description,
     )
 register_method(

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
 
-from mechrag.errors import InputError
+from mechrag.errors import InputError, InputFileError, require_extra
 from mechrag.outputs import JsonlWriter, write_json
-from mechrag.sweep.backends import run_local
+from mechrag.sweep.backends import load_sweep_model, run_local  # noqa: F401 - its old path
 from mechrag.sweep.config import Backend, SweepConfig
 from mechrag.sweep.methods import get_method
 from mechrag.sweep.records import (
@@ -48,8 +49,8 @@ def load_sweep_examples(config: SweepConfig) -> list:
     return examples
 
 
-def _claim_folder(out: Path, config: SweepConfig, force: bool) -> None:
-    """Refuse a folder holding another config's sweep unless ``force``; record this config."""
+def _check_folder(out: Path, config: SweepConfig, force: bool) -> None:
+    """Refuse a folder holding another config's sweep unless ``force`` (writes nothing)."""
     path = out / CONFIG_FILE
     if path.is_file():
         saved = json.loads(path.read_text(encoding="utf-8"))
@@ -58,7 +59,11 @@ def _claim_folder(out: Path, config: SweepConfig, force: bool) -> None:
                 f"{out} holds a sweep with another config (hash {saved['hash']}, now "
                 f"{config.hash}); use another folder or force=True (--force) to switch"
             )
-    write_json(path, {"hash": config.hash, "config": config.to_dict()})
+
+
+def _claim_folder(out: Path, config: SweepConfig) -> None:
+    """Record this config in ``out`` (after :func:`_check_folder`)."""
+    write_json(out / CONFIG_FILE, {"hash": config.hash, "config": config.to_dict()})
 
 
 def run_sweep(
@@ -74,49 +79,57 @@ def run_sweep(
 
     ``retry_errors`` runs examples whose record is an error again. The summary (one row per
     example: status, seconds and the result's scalar fields) is also written to
-    ``out/summary.parquet`` (``summary.csv`` without pyarrow).
+    ``out/summary.parquet`` (``summary.csv`` without pyarrow). Nothing is written to ``out``
+    before the models have loaded, so a sweep that cannot start leaves no folder behind.
     """
     from tqdm.auto import tqdm
 
     backend = backend or Backend()
     out = Path(out)
     method = get_method(config.method)
+    if backend.name == "ray":
+        require_extra("ray", "a sweep on the ray backend")
     examples = load_sweep_examples(config)
-    _claim_folder(out, config, force)
+    _check_folder(out, config, force)
     done = latest_records(out, config.hash)
     todo = [
         (index, example)
         for index, example in enumerate(examples)
         if example.id not in done or (retry_errors and done[example.id]["status"] == "error")
     ]
-    if todo:
-        with (
-            JsonlWriter(out / RECORDS_FILE) as writer,
-            tqdm(
-                total=len(examples),
-                initial=len(examples) - len(todo),
-                disable=not progress,
-                desc=f"{config.method} on {config.dataset}",
-                unit="example",
-            ) as bar,
-        ):
+    if not todo:
+        _claim_folder(out, config)
+        return write_summary(out, [example.id for example in examples], config.hash)
+    with (
+        ExitStack() as stack,
+        tqdm(
+            total=len(examples),
+            initial=len(examples) - len(todo),
+            disable=not progress,
+            desc=f"{config.method} on {config.dataset}",
+            unit="example",
+        ) as bar,
+    ):
+        writers: list[JsonlWriter] = []
 
-            def write(record: dict) -> None:
-                writer.write(record)
-                bar.update()
+        def ready() -> None:
+            """Models are loaded: claim the folder, open the records, time the ETA from here."""
+            _claim_folder(out, config)
+            writers.append(stack.enter_context(JsonlWriter(out / RECORDS_FILE)))
+            bar.reset(total=len(examples))
+            bar.initial = bar.n = len(examples) - len(todo)
+            bar.refresh()
 
-            def ready() -> None:
-                """Models are loaded: time the ETA from here."""
-                bar.reset(total=len(examples))
-                bar.initial = bar.n = len(examples) - len(todo)
-                bar.refresh()
+        def write(record: dict) -> None:
+            writers[0].write(record)
+            bar.update()
 
-            if backend.name == "ray":
-                from mechrag.sweep.ray_backend import run_ray
+        if backend.name == "ray":
+            from mechrag.sweep.ray_backend import run_ray
 
-                run_ray(method, config, todo, write, ready, backend)
-            else:
-                run_local(method, config, todo, write, ready, backend)
+            run_ray(method, config, todo, write, ready, backend)
+        else:
+            run_local(method, config, todo, write, ready, backend)
     return write_summary(out, [example.id for example in examples], config.hash)
 
 
@@ -142,7 +155,7 @@ def load_records(out: str | Path) -> list[dict]:
     out = Path(out)
     path = out / CONFIG_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"no sweep in {out} (missing {CONFIG_FILE})")
+        raise InputFileError(f"no sweep in {out} (missing {CONFIG_FILE})")
     saved = json.loads(path.read_text(encoding="utf-8"))
     return sorted(latest_records(out, saved["hash"]).values(), key=lambda r: r["index"])
 
