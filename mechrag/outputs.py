@@ -6,7 +6,8 @@ last line, which :func:`repair_jsonl` cuts off before a resumed run appends agai
 
 Every result serialises one way: :func:`json_ready` turns it into JSON types, :func:`write_json`
 writes that atomically, and :class:`Serializable` gives result dataclasses ``to_dict``,
-``from_dict``, ``to_json`` and ``save`` (the JSON file and the figures the result draws).
+``from_dict``, ``to_json`` and ``save`` (the JSON file and the figures the result draws), and
+``to_html`` (also a notebook's ``_repr_html_``) and ``save_html`` (:mod:`mechrag.views`).
 """
 
 from __future__ import annotations
@@ -71,6 +72,26 @@ class Serializable:
     def plots(self, name: str) -> dict[str, Callable]:
         """The figures ``save`` writes: file stem -> function drawing it (none by default)."""
         return {}
+
+    def to_html(self) -> str:
+        """This result as an HTML fragment with inline CSS (its view in :mod:`mechrag.views`)."""
+        from mechrag.views.render import to_html
+
+        return to_html(self)
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows for this result: :meth:`to_html`."""
+        return self.to_html()
+
+    def to_html_page(self, title: str | None = None) -> str:
+        """A complete self-contained page of this result: no script, nothing loaded."""
+        from mechrag.views.render import to_html_page
+
+        return to_html_page([self], title or type(self).__name__)
+
+    def save_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write :meth:`to_html_page` to ``path``, atomically."""
+        return write_text_atomic(path, self.to_html_page(title))
 
     def save(self, directory: str | Path, name: str | None = None) -> list[Path]:
         """Write ``name``.json (default :attr:`default_name`) and each figure of ``plots`` as

@@ -162,6 +162,12 @@ class Attribution(Result):
 
         return plot_source_scores(self, k=k, ax=ax, highlight=highlight)
 
+    def to_html(self, source: str | None = None) -> str:
+        """HTML fragment: context, ranked bars, response heat of ``source`` (default: top)."""
+        from mechrag.views.attribution import attribution_html
+
+        return attribution_html(self, source=source)
+
     def plot_tokens(self, k: int | None = 10, ax=None, **kwargs):
         """Heatmap of the top ``k`` sources by response token; returns the figure."""
         from mechrag.plots.sources import plot_token_scores

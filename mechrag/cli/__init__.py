@@ -16,7 +16,7 @@ import sys
 from mechrag._version import __version__
 from mechrag.errors import InputError, MissingDependencyError
 
-COMMANDS = ("attribute", "localize", "gate", "explain", "sweep", "demo")
+COMMANDS = ("attribute", "localize", "gate", "explain", "sweep", "demo", "report")
 
 
 def _command_module(name: str):

@@ -3,7 +3,7 @@
     mechrag attribute --query "..." --context-file FILE [--method arc_jsd] [--out DIR]
 
 ``--method`` takes every name of :data:`mechrag.attribution.methods.METHODS`; ``--out`` receives
-the table, the JSON and the bar chart.
+the table, the JSON and the bar chart (and ``report.html`` with ``--html``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
     add_question_arguments,
+    check_html,
     print_ranking,
     print_written,
     read_sources,
+    write_html,
 )
 
 HELP = "score the sources of a context file"
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
     from mechrag.models import load_model
 
+    check_html(args)
     sources = read_sources(args, args.unit)
     model = load_model(args.model)
     start = time.perf_counter()
@@ -47,3 +50,4 @@ def run(args: argparse.Namespace) -> None:
     print(f"\n{time.perf_counter() - start:.1f} s")
     if args.out:
         print_written(attribution.save(args.out, f"attribution_{args.method}"))
+        print_written(write_html(args))

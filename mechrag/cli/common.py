@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mechrag.errors import InputError
+from mechrag.errors import InputError, read_input_text
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
@@ -30,9 +30,32 @@ def add_question_arguments(parser: argparse.ArgumentParser, context_file: bool =
 
 
 def add_output_arguments(parser: argparse.ArgumentParser, out_help: str) -> None:
-    """How many ranked items to print, and the folder the command writes to."""
+    """How many ranked items to print, the folder the command writes to, and ``--html``."""
     parser.add_argument("--top-k", type=int, default=10, help="ranked items printed")
     parser.add_argument("--out", default=None, help=out_help)
+    add_html_argument(parser)
+
+
+def add_html_argument(parser: argparse.ArgumentParser) -> None:
+    """``--html``: also write ``report.html`` (every result in ``--out``) beside the outputs."""
+    parser.add_argument(
+        "--html", action="store_true", help="also write report.html, one page of --out's results"
+    )
+
+
+def check_html(args: argparse.Namespace) -> None:
+    """``--html`` needs ``--out``: the page goes beside the other outputs."""
+    if args.html and not args.out:
+        raise InputError("--html needs --out: the page is written beside the other outputs")
+
+
+def write_html(args: argparse.Namespace) -> list[Path]:
+    """``--out``/report.html of every result there, when ``--html`` is given."""
+    if not args.html:
+        return []
+    from mechrag.views.report import write_report
+
+    return [write_report(args.out)]
 
 
 def check_question(args: argparse.Namespace) -> None:
@@ -43,21 +66,13 @@ def check_question(args: argparse.Namespace) -> None:
         raise InputError("response is empty: nothing to attribute")
 
 
-def read_text(path: str, what: str) -> str:
-    """The text of an input file; a missing or unreadable one is bad input."""
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(f"cannot read {what} {path}: {error}") from None
-
-
 def read_sources(args: argparse.Namespace, unit: str = "sentence") -> list:
     """Validated sources from ``--context-file`` (paragraphs at blank lines, then sentences
     unless ``unit`` is ``document``) and a checked query and response."""
     from mechrag.sources import as_sources, documents_from_texts, sentences_from_paragraphs
 
     check_question(args)
-    text = read_text(args.context_file, "context file")
+    text = read_input_text(args.context_file, "context file")
     if not text.strip():
         raise InputError(f"context file {args.context_file} is empty")
     paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]

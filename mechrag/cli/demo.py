@@ -10,6 +10,7 @@ from mechrag.cli.common import (
     add_output_arguments,
     print_ranking,
     print_written,
+    write_html,
 )
 
 HELP = "ARC-JSD on a shipped HotpotQA example"
@@ -41,3 +42,4 @@ def run(args: argparse.Namespace) -> None:
     print(f"\ntop-1 is gold: {top_is_gold}; {time.perf_counter() - start:.1f} s")
     figure = attribution.plot(highlight=example.gold_ids)
     print_written(attribution.save(args.out, "demo_arc_jsd", figure=figure))
+    print_written(write_html(args))

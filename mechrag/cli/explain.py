@@ -14,10 +14,13 @@ from __future__ import annotations
 import argparse
 
 from mechrag.cli.common import (
+    add_html_argument,
     add_model_arguments,
     add_question_arguments,
+    check_html,
     check_question,
     print_written,
+    write_html,
 )
 from mechrag.errors import InputError, require_extra
 
@@ -42,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", choices=BASELINES, default="unk", help="IG baseline")
     parser.add_argument("--n-steps", type=int, default=100, help="IG integration points")
     parser.add_argument("--out", default=None, help="folder for explanation.json and the plots")
+    add_html_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -51,6 +55,7 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.retrieval.retriever import Retriever
 
     check_question(args)
+    check_html(args)
     if args.k < 1:
         raise InputError(f"--k must be at least 1, got {args.k}")
     corpus = Corpus.from_text_file(args.corpus) if args.corpus else build_corpus([args.dataset])
@@ -79,3 +84,4 @@ def run(args: argparse.Namespace) -> None:
     print(f"IG completeness: {ratios}")
     if args.out:
         print_written(result.save(args.out, "explanation"))
+        print_written(write_html(args))

@@ -9,7 +9,10 @@ from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
     add_question_arguments,
+    check_html,
+    print_written,
     read_sources,
+    write_html,
 )
 from mechrag.errors import InputError
 
@@ -29,6 +32,7 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.models import load_model
     from mechrag.plots import save_figure
 
+    check_html(args)
     sources = read_sources(args)
     if args.source is not None and args.source not in {s.id for s in sources}:
         raise InputError(f"unknown source {args.source!r}: choose from {[s.id for s in sources]}")
@@ -46,3 +50,4 @@ def run(args: argparse.Namespace) -> None:
             save_figure(getattr(result, name)(), f"{args.out}/{stem}")
         result.save(args.out, "components")
         print(f"wrote plots, components.csv and components.json to {args.out}")
+        print_written(write_html(args))

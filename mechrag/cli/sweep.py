@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mechrag.cli.common import read_text
-from mechrag.errors import InputError
+from mechrag.errors import InputError, read_input_text
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend, read_toml
 
 HELP = "run a method over a data set, one resumable record per example"
@@ -139,7 +138,7 @@ def config_from(args: argparse.Namespace):
 
 def read_config_file(path: str) -> dict:
     """A sweep's TOML file; an unreadable or malformed one is bad input."""
-    read_text(path, "config file")
+    read_input_text(path, "config file")
     try:
         return read_toml(path)
     except ValueError as error:  # tomllib.TOMLDecodeError
