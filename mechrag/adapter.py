@@ -31,8 +31,9 @@ SITES = {
     "resid_post": "hook_resid_post",
     "mlp_out": "hook_mlp_out",
 }
-# Every per-layer hook mechrag uses: the captured sites and the pre-softmax attention scores.
-HOOKS = {**SITES, "attn_scores": "attn.hook_attn_scores"}
+# Every per-layer hook mechrag uses: the captured sites, the pre-softmax attention scores and
+# the query states ``[batch, pos, n_heads, d_head]`` (uniform-attention ablation zeroes them).
+HOOKS = {**SITES, "attn_scores": "attn.hook_attn_scores", "q": "attn.hook_q"}
 
 
 def hook_name(layer: int, site: str) -> str:

@@ -1,13 +1,26 @@
-"""Component ablation: matches an independent intervention, always undone, weights untouched."""
+"""Component ablation: matches an independent intervention, always undone, weights untouched;
+uniform attention is exactly uniform; the random control sets are uniform and exclude the top-k."""
 
 from __future__ import annotations
 
+import importlib.util
+import random
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 from helpers import SEQUENCES, batch_logits, hook_count
+from scipy.stats import chisquare
 
 from mechrag.engine import Engine
+from mechrag.errors import InputError
 from mechrag.mechanism import ablate, component_means, parse_heads
+from mechrag.mechanism.ablation import random_components
+from mechrag.mechanism.result import ComponentAttribution
+
+EXPERIMENT = Path(__file__).parents[1] / "experiments" / "ablate_components.py"
 
 
 def _reference_zeroed(model, layer: int, head: int, mlp: int):
@@ -99,6 +112,213 @@ def test_bad_input(tiny_llama):
     with pytest.raises(ValueError, match="means"):
         with ablate(tiny_llama, heads=[(0, 0)], mode="mean"):
             pass
+    with pytest.raises(InputError, match="heads only"):
+        with ablate(tiny_llama, heads=[(0, 0)], mlps=[1], mode="uniform"):
+            pass
+    with pytest.raises(InputError, match="out of range"):
+        with ablate(tiny_llama, heads=[(0, 4)], mode="uniform"):
+            pass
     assert parse_heads(["12.3", "0.0"]) == [(12, 3), (0, 0)]
     with pytest.raises(ValueError, match="LAYER.HEAD"):
         parse_heads(["12"])
+
+
+@pytest.fixture(scope="module")
+def tiny_mistral():
+    from mechrag.toy import tiny_model
+
+    return tiny_model("mistral")  # a 32-token sliding window on every layer
+
+
+def _patterns(model, ids, attention=None) -> list[torch.Tensor]:
+    """Every layer's attention pattern ``[batch, head, q, k]`` read from the cache."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids, attention_mask=attention)
+    return [cache[f"blocks.{layer}.attn.hook_pattern"] for layer in range(model.cfg.n_layers)]
+
+
+def _uniform_over(allowed: torch.Tensor) -> torch.Tensor:
+    """Rows of 1/(number of allowed keys) on the allowed keys, 0 elsewhere."""
+    allowed = allowed.float()
+    return allowed / allowed.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("family", ["tiny_llama", "tiny_gpt2"])
+def test_uniform_attention_is_one_over_prefix_length(family, request):
+    model = request.getfixturevalue(family)
+    ids = torch.tensor([SEQUENCES[0]])
+    n = ids.shape[1]
+    clean = _patterns(model, ids)
+    # Heads 0 and 2 of layer 1; on the Llama model head 1 shares head 0's keys and values.
+    with ablate(model, heads=[(1, 0), (1, 2)], mode="uniform"):
+        ablated = _patterns(model, ids)
+    expected = torch.tril(torch.ones(n, n)) / torch.arange(1, n + 1)[:, None]
+    assert expected[3, 0] == 1 / 4
+    for head in (0, 2):
+        torch.testing.assert_close(ablated[1][0, head], expected, atol=0, rtol=0)
+        assert not torch.allclose(clean[1][0, head], expected)
+    torch.testing.assert_close(ablated[0], clean[0], atol=0, rtol=0)
+    torch.testing.assert_close(ablated[1][:, [1, 3]], clean[1][:, [1, 3]], atol=0, rtol=0)
+    torch.testing.assert_close(_patterns(model, ids)[1], clean[1], atol=0, rtol=0)  # undone
+
+
+def test_uniform_attention_skips_padding_and_keeps_the_window(tiny_llama, tiny_mistral):
+    ids, attention = Engine(tiny_llama).batch_inputs(SEQUENCES)
+    with ablate(tiny_llama, heads=[(0, 3)], mode="uniform"):
+        pattern = _patterns(tiny_llama, ids, attention)[0][:, 3]
+    for row, mask in enumerate(attention.bool()):
+        real = mask.nonzero().squeeze(-1)  # left padding: the real tokens are the last ones
+        allowed = torch.tril(torch.ones(len(mask), len(mask), dtype=torch.bool)) & mask
+        torch.testing.assert_close(pattern[row, real], _uniform_over(allowed)[real])
+    # Sliding window: key j is visible from query i when 0 <= i - j < 32 (beyond it: masked).
+    n = 40
+    ids = torch.arange(5, 5 + n)[None]
+    clean = _patterns(tiny_mistral, ids)[1]
+    with ablate(tiny_mistral, heads=[(1, 1)], mode="uniform"):
+        ablated = _patterns(tiny_mistral, ids)[1]
+    offset = torch.arange(n)[:, None] - torch.arange(n)[None]
+    window = (offset >= 0) & (offset < 32)
+    torch.testing.assert_close(ablated[0, 1], _uniform_over(window), atol=0, rtol=1e-6)
+    assert (ablated[0, 1, -1] > 0).sum() == 32
+    torch.testing.assert_close(ablated[0, [0, 2, 3]], clean[0, [0, 2, 3]], atol=0, rtol=0)
+
+
+def test_uniform_attention_matches_zeroed_query_projection(tiny_llama):
+    """The same forward pass as zeroing the head's rows of ``q_proj``'s output by hand."""
+    head, d_head = 2, tiny_llama.cfg.d_head
+
+    def zero_query(module, args, output):
+        output = output.clone()
+        output[..., head * d_head : (head + 1) * d_head] = 0
+        return output
+
+    q_proj = tiny_llama.blocks[1].attn.q.original_component
+    handle = q_proj.register_forward_hook(zero_query)
+    try:
+        expected = batch_logits(tiny_llama)
+    finally:
+        handle.remove()
+    clean = batch_logits(tiny_llama)
+    with ablate(tiny_llama, heads=[(1, head)], mode="uniform"):
+        ablated = batch_logits(tiny_llama)
+    assert (ablated - clean).abs().max() > 1e-3
+    torch.testing.assert_close(ablated, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_uniform_hooks_removed_on_exception(tiny_llama):
+    hooks = hook_count(tiny_llama)
+    clean = batch_logits(tiny_llama)
+    with pytest.raises(RuntimeError, match="inside"):
+        with ablate(tiny_llama, heads=[(0, 0), (1, 3)], mode="uniform"):
+            assert hook_count(tiny_llama) == hooks + 2  # one query hook per layer
+            raise RuntimeError("inside")
+    assert hook_count(tiny_llama) == hooks
+    torch.testing.assert_close(batch_logits(tiny_llama), clean, atol=0, rtol=0)
+
+
+def test_random_components_is_uniform_over_the_pool_without_the_excluded():
+    excluded = [(0, 1), (2, 3), (1, 0)]
+    eligible = [(layer, h) for layer in range(3) for h in range(4) if (layer, h) not in excluded]
+    draws = [
+        random_components(3, 4, 3, exclude_heads=excluded, rng=np.random.default_rng([0, i]))
+        for i in range(2000)
+    ]
+    assert all(mlps == [] and len(set(heads)) == 3 for heads, mlps in draws)
+    picks = [head for heads, _ in draws for head in heads]
+    assert not set(picks) & set(excluded)
+    assert chisquare([picks.count(c) for c in eligible]).pvalue > 1e-3
+    subsets = [frozenset(heads) for heads, _ in draws]
+    assert chisquare([subsets.count(frozenset(c)) for c in combinations(eligible, 3)]).pvalue > 1e-3
+    # The whole pool: every head and MLP but the excluded ones.
+    heads, mlps = random_components(
+        2, 2, 4, exclude_heads=[(0, 0)], exclude_mlps=[1], kind="all", rng=np.random.default_rng(0)
+    )
+    assert sorted(heads) == [(0, 1), (1, 0), (1, 1)] and mlps == [0]
+    assert random_components(3, 4, 2, kind="mlp", rng=np.random.default_rng(0))[0] == []
+    with pytest.raises(InputError, match="cannot draw 4"):
+        random_components(2, 2, 4, exclude_heads=[(0, 0)], rng=np.random.default_rng(0))
+    with pytest.raises(InputError, match="kind"):
+        random_components(2, 2, 1, kind="heads", rng=np.random.default_rng(0))
+
+
+@pytest.fixture(scope="module")
+def experiment():
+    """``experiments/ablate_components.py`` as a module."""
+    spec = importlib.util.spec_from_file_location("ablate_components", EXPERIMENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _located(seed: int, n_layers: int = 4, n_heads: int = 8) -> ComponentAttribution:
+    """A localisation result with random distinct scores."""
+    scores = np.random.default_rng(seed).permutation(n_layers * (n_heads + 1)).astype(float)
+    return ComponentAttribution(
+        query="q",
+        source_id="s",
+        response="r",
+        response_ids=[1],
+        heads=scores[: n_layers * n_heads].reshape(n_layers, n_heads),
+        mlps=scores[n_layers * n_heads :],
+        resid_post=np.zeros(n_layers),
+    )
+
+
+def _old_conditions(experiment, located, options: dict, example_id: str) -> dict:
+    """The selection before the fix: ``k`` picks from the pool sorted by rank, one fixed
+    ``random.Random(seed)`` per seed (the same rank positions in every example, top-k included)."""
+    kind = None if options["kind"] == "all" else options["kind"]
+    pool = located.top(located.scores.size, kind=kind)
+    sets = {"top": experiment.split(pool[: options["top_k"]])}
+    for seed in range(options["random_seeds"]):
+        sets[f"random{seed}"] = experiment.split(random.Random(seed).sample(pool, options["top_k"]))
+    return sets
+
+
+def _selection_defects(select, examples: list[tuple[str, ComponentAttribution]]) -> set[str]:
+    """What is wrong with the random sets ``select`` draws over ``examples``."""
+    options = {"top_k": 10, "kind": "head", "random_seeds": 5}
+    defects = set()
+    rank_positions = []
+    picks = []
+    for example_id, located in examples:
+        sets = select(located, options, example_id)
+        top = set(sets["top"][0])
+        assert len(top) == options["top_k"]
+        ranked = [(c.layer, c.head) for c in located.top(located.heads.size, kind="head")]
+        randoms = [sets[f"random{seed}"][0] for seed in range(options["random_seeds"])]
+        if any(top & set(heads) for heads in randoms):
+            defects.add("random set holds top-k")
+        rank_positions.append([sorted(ranked.index(h) for h in heads) for heads in randoms])
+        picks += [heads for heads in randoms[:1]]
+    if all(positions == rank_positions[0] for positions in rank_positions):
+        defects.add("same rank positions in every example")
+    # Seed 0's picks over the examples: each of the 22 non-top heads ~ uniformly often.
+    counts = {}
+    for heads in picks:
+        for head in heads:
+            counts[head] = counts.get(head, 0) + 1
+    if len(counts) < 22 or chisquare(list(counts.values())).pvalue < 1e-3:
+        defects.add("not uniform over the non-top heads")
+    return defects
+
+
+def test_random_sets_are_drawn_per_example_without_the_top_k(experiment):
+    """Fails on the selection before the fix, which the reference reproduces."""
+    located = _located(0)
+    same_ranking = [(f"example-{i}", located) for i in range(300)]
+    varied = [(f"example-{i}", _located(i)) for i in range(300)]
+    old = lambda *args: _old_conditions(experiment, *args)  # noqa: E731
+    assert _selection_defects(old, varied) == {
+        "random set holds top-k",
+        "same rank positions in every example",
+    }
+    assert "not uniform over the non-top heads" in _selection_defects(old, same_ranking)
+    assert _selection_defects(experiment.conditions, varied) == set()
+    assert _selection_defects(experiment.conditions, same_ranking) == set()
+    # Seeded by the seed and the example's id: the same again, different for another id.
+    options = {"top_k": 3, "kind": "all", "random_seeds": 2}
+    first = experiment.conditions(located, options, "a")
+    assert experiment.conditions(located, options, "a") == first
+    assert experiment.conditions(located, options, "b") != first
+    assert first["random0"] != first["random1"]

@@ -59,6 +59,40 @@ def test_experiment_runs_on_squad_and_resumes(script, extra, tmp_path, monkeypat
     assert untimed(resumed[1]["result"]) == untimed(first[1]["result"])  # redone, same result
 
 
+def test_ablation_masking_styles_and_paired_tests(tmp_path, monkeypatch, capsys):
+    from scipy.stats import wilcoxon
+
+    styles = ["zero", "mean", "uniform"]
+    args = [*TOY, "--n", "3", "--top-k", "2", "--random-seeds", "2", "--mode", *styles]
+    run_script("ablate_components.py", [*args, "--out", str(tmp_path)], monkeypatch)
+    records = read_jsonl(tmp_path / "records.jsonl")
+    assert [r["status"] for r in records] == ["ok"] * 3, records
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert list(summary) == styles
+    for record in records:
+        result = record["result"]
+        top = {tuple(head) for head in result["components"]["top"]["heads"]}
+        for name in ("random0", "random1"):
+            random_heads = {tuple(head) for head in result["components"][name]["heads"]}
+            assert len(random_heads) == 2 and not top & random_heads
+        for effects in result["effects"].values():
+            for effect in effects.values():
+                per_token = effect["output_jsd"] / result["n_response"]
+                assert effect["output_jsd_per_token"] == pytest.approx(per_token)
+    for style in styles:
+        effects = [r["result"]["effects"][style] for r in records]
+        for metric in ("output_jsd", "output_jsd_per_token"):
+            top = [e["top"][metric] for e in effects]
+            random = [(e["random0"][metric] + e["random1"][metric]) / 2 for e in effects]
+            test = summary[style]["top_vs_random"][metric]
+            assert test["n"] == 3
+            assert test["p_value"] == pytest.approx(wilcoxon(top, random).pvalue)
+            assert summary[style]["top"][metric]["mean"] == pytest.approx(sum(top) / 3)
+    with pytest.raises(SystemExit):
+        run_script("ablate_components.py", [*args, "--kind", "all", "--out", "x"], monkeypatch)
+    assert "--mode uniform masks heads only" in capsys.readouterr().err
+
+
 def untimed(value):
     """``value`` without its wall-clock fields."""
     if isinstance(value, dict):

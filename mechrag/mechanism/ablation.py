@@ -1,15 +1,32 @@
-"""Component ablation through hooks: scale, zero or mean-ablate chosen heads and MLPs.
-
-The hooks are those of :mod:`mechrag.mechanism.gates` (``zero``/``scale`` are uniform gates).
+"""Component ablation through hooks: zero, scale or mean-ablate heads and MLPs, or flatten a
+head's attention to uniform.
 
 ``ablate(model, heads=[(12, 3)], mlps=[10], mode="zero")`` is a context manager; while it is
-active every forward pass of ``model`` (including :class:`mechrag.Engine` runs) sees the chosen
-heads' ``z`` (their input to ``W_O``) and the chosen MLPs' outputs replaced. The hooks are removed
-on exit, also when an exception is raised inside, and no parameter is ever modified.
+active every forward pass of ``model`` (including :class:`mechrag.Engine` runs and generation)
+sees the chosen components masked. The hooks are removed on exit, also when an exception is
+raised inside, and no parameter is ever modified. The masking styles of ARC-JSD's component
+ablation (Li et al., arXiv 2505.16415, §7, Appendix I, Table 5):
 
-* ``zero``: the component writes nothing (for a head, ``z = 0``; the output bias stays).
+* ``zero``: the component writes nothing (for a head, its ``z``, the input to ``W_O``, is 0; the
+  output bias stays). The zero and scale modes are :func:`mechrag.gate` with one factor.
 * ``scale``: the activation is multiplied by ``scale``.
 * ``mean``: the activation is replaced by its mean over reference tokens (``component_means``).
+* ``uniform``: the head's query states are zeroed, so ``QK^T = 0`` and the head attends
+  uniformly to every key its mask allows: the causal prefix, the window on sliding-window
+  layers, never padding. This is what the official code does (its flash-attention path, the
+  default, sets the blocked heads' ``query_states`` to 0 after RoPE; the text does not say how
+  heads are masked). mechrag zeroes ``hook_q``, the query projection's output (bias included),
+  before the bridge applies RoPE and the RMS query norm of Gemma 3 / Qwen 3: both map 0 to 0
+  (RoPE is linear; the norm scales by ``1 / sqrt(eps)`` at 0), so the queries reaching
+  ``QK^T`` are zero exactly as after RoPE, on learned-position models (GPT-2) too. The masks
+  (causal, window, padding) stay the model's own, which a hook on the scores would have to
+  re-derive, and Gemma 2's score soft-cap keeps 0 at 0. (A model with attention sinks, whose
+  learned logit joins the softmax, would not be uniform.) Keys and values are untouched, so a
+  cached prefix is the same as without the ablation. The paper ablates heads only; uniform
+  attention means nothing for an MLP, so ``mlps`` raise :class:`InputError` in this mode.
+
+:func:`random_components` draws the control set of that experiment: components chosen
+uniformly, independently for every example, never one of the example's top-k.
 """
 
 from __future__ import annotations
@@ -18,15 +35,17 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from jaxtyping import Float
 from torch import Tensor
 
 from mechrag import adapter
 from mechrag.errors import InputError
-from mechrag.mechanism.gates import check_components, edit_components, gate
+from mechrag.mechanism.gates import _head_hook, check_components, edit_components, gate
 
-MODES = ("zero", "scale", "mean")
+MODES = ("zero", "scale", "mean", "uniform")
+KINDS = ("head", "mlp", "all")
 
 
 @dataclass
@@ -96,14 +115,17 @@ def ablate(
     """Ablate ``heads`` ((layer, head) pairs) and ``mlps`` (layers) while the block runs.
 
     ``zero`` and ``scale`` are :func:`mechrag.gate` with one factor (0 or ``scale``) for every
-    chosen component; ``mean`` replaces the activations with ``means``.
+    chosen component; ``mean`` replaces the activations with ``means``; ``uniform`` zeroes the
+    chosen heads' queries (heads only). See the module docstring.
     """
     heads, mlps = [tuple(map(int, h)) for h in heads], sorted({int(m) for m in mlps})
     if mode not in MODES:
         raise InputError(f"mode must be one of {MODES}, got {mode!r}")
     if mode == "mean" and means is None:
         raise InputError("mode='mean' needs means=component_means(...)")
-    if mode != "mean":
+    if mode == "uniform" and mlps:
+        raise InputError("mode='uniform' masks attention heads only; ablate MLPs with zero/mean")
+    if mode in ("zero", "scale"):
         factor = 0.0 if mode == "zero" else scale
         with gate(model, dict.fromkeys(heads, factor), dict.fromkeys(mlps, factor)):
             yield
@@ -112,6 +134,14 @@ def ablate(
     by_layer: dict[int, list[int]] = {}
     for layer, head in heads:
         by_layer.setdefault(layer, []).append(head)
+    if mode == "uniform":
+        hooks = [
+            (adapter.hook_name(layer, "q"), _head_hook(chosen, torch.zeros_like))
+            for layer, chosen in by_layer.items()
+        ]
+        with model.hooks(fwd_hooks=hooks):
+            yield
+        return
 
     def replace_with(mean: Tensor):
         return lambda activation: mean.to(activation).expand_as(activation)
@@ -122,3 +152,39 @@ def ablate(
     mlp_edits = {layer: replace_with(means.mlp_out[layer]) for layer in mlps}
     with edit_components(model, head_edits, mlp_edits):
         yield
+
+
+def random_components(
+    n_layers: int,
+    n_heads: int,
+    k: int,
+    *,
+    exclude_heads: Iterable[tuple[int, int]] = (),
+    exclude_mlps: Iterable[int] = (),
+    kind: str = "head",
+    rng: np.random.Generator,
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """``k`` distinct components drawn uniformly from ``kind``'s pool minus the excluded ones.
+
+    The pool is every head (``"head"``), every MLP (``"mlp"``) or both (``"all"``); the draw is
+    the random control of ARC-JSD's Table 5, where the excluded components are the example's
+    own top-k, and a fresh ``rng`` per example makes the draws independent across examples.
+    Returns ``(heads, mlps)``, each in drawing order.
+    """
+    if kind not in KINDS:
+        raise InputError(f"kind must be one of {KINDS}, got {kind!r}")
+    excluded = {("head", int(layer), int(head)) for layer, head in exclude_heads}
+    excluded |= {("mlp", int(layer), None) for layer in exclude_mlps}
+    pool = []
+    if kind in ("head", "all"):
+        pool += [("head", layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    if kind in ("mlp", "all"):
+        pool += [("mlp", layer, None) for layer in range(n_layers)]
+    pool = [component for component in pool if component not in excluded]
+    if not 0 <= k <= len(pool):
+        raise InputError(f"cannot draw {k} components from {len(pool)} ({kind}, top-k excluded)")
+    drawn = [pool[index] for index in rng.choice(len(pool), size=k, replace=False)]
+    return (
+        [(layer, head) for name, layer, head in drawn if name == "head"],
+        [layer for name, layer, _ in drawn if name == "mlp"],
+    )
