@@ -34,6 +34,7 @@ from mechrag.engine import Engine, Reference
 from mechrag.errors import InputError
 from mechrag.mechanism.echo import DEFAULT_THRESHOLD
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
+from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
 from mechrag.prompts import DEFAULT_TEMPLATE, PromptBuilder
 from mechrag.results import Attribution
 from mechrag.sources import Source, as_sources
@@ -297,7 +298,11 @@ class Case:
             token_scores=token_scores,
             model_calls=model_calls,
             forward_passes=self.engine.forward_passes - meter.forward_passes,
-            metadata={"seconds": time.perf_counter() - meter.started, **metadata},
+            metadata={
+                "seconds": time.perf_counter() - meter.started,
+                "model": getattr(self.model, "mechrag_name", None),
+                **metadata,
+            },
         )
 
     def arc_jsd(
@@ -350,20 +355,29 @@ class Case:
         source: str | int | None = None,
         *,
         gains: bool = True,
+        gain_definition: str = DEFAULT_GAIN_DEFINITION,
         logit_budget: int = DEFAULT_LOGIT_BUDGET,
     ):
-        """Per-head, per-MLP and per-layer logit-lens JSD when ``source`` is removed.
+        """Per-head, per-MLP and per-layer logit-lens JSD when ``source`` is removed (Eq. 3-5).
 
         ``source``: id of the source to remove; ``None`` picks the top ARC-JSD source (from the
-        cache when ARC-JSD already ran). ``gains`` also computes semantic gains;
-        ``logit_budget`` bounds the vocabulary-sized float32 elements held at once.
+        cache when ARC-JSD already ran). ``gains`` also computes semantic gains, by
+        ``gain_definition`` (``argmax_token``: the paper's Eq. 6-10, per layer;
+        ``residual_cosine``: mechrag's continuous gain, also per head; see
+        :mod:`mechrag.mechanism.semantic_gain`); ``logit_budget`` bounds the vocabulary-sized
+        float32 elements held at once.
         """
         from mechrag.mechanism.localize import localize_source
 
         attribution = self.arc_jsd() if source is None else None
         index = int(attribution.ranking[0]) if source is None else self.source_index(source)
         return localize_source(
-            self, index, gains=gains, logit_budget=logit_budget, attribution=attribution
+            self,
+            index,
+            gains=gains,
+            logit_budget=logit_budget,
+            attribution=attribution,
+            gain_definition=gain_definition,
         )
 
     def capture(self, masks: Masks, sites: Sequence[str]) -> dict[str, Tensor]:

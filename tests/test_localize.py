@@ -16,7 +16,9 @@ from test_results import (
     assert_residual_axis,
 )
 
-from mechrag import ComponentAttribution, localize
+from mechrag import Case, ComponentAttribution, localize
+from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
+from mechrag.mechanism.localize import localize_source
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 
@@ -151,7 +153,18 @@ def test_result_api(tiny_llama, tmp_path):
     assert frame.loc[frame["rank"] == 1, "score"].item() == top[0].score
     assert all(c.kind == "mlp" and c.head is None for c in result.top(2, kind="mlp"))
     assert result.resid_post.shape == (n_layers,)
-    again = ComponentAttribution.from_dict(result.to_dict())
+    record = result.to_dict()
+    # Eq. 5: heads ranked over all (layer, head) jointly, MLPs over layers, separately.
+    flat = np.argsort(-result.heads.ravel(), kind="stable")[:10]
+    assert [(r["layer"], r["head"]) for r in record["top_heads"]] == [
+        divmod(int(i), n_heads) for i in flat
+    ]
+    assert [r["score"] for r in record["top_heads"]] == result.heads.ravel()[flat].tolist()
+    mlp_order = np.argsort(-result.mlps, kind="stable")[:10]
+    assert [r["label"] for r in record["top_mlps"]] == [f"MLP{i}" for i in mlp_order]
+    assert all(r["head"] is None and r["kind"] == "mlp" for r in record["top_mlps"])
+    again = ComponentAttribution.from_dict(record)
+    assert again.to_dict() == record
     np.testing.assert_array_equal(again.heads, result.heads)
     mean = ComponentAttribution.average([result, again])
     np.testing.assert_allclose(mean.heads, result.heads)
@@ -166,7 +179,11 @@ def test_plots(family, request, tmp_path):
     from mechrag.plots.components import plot_gain_scatter, plot_summary
 
     model = request.getfixturevalue(family)
-    result = localize(model, QUERY, SOURCES, source="p0s0", response=RESPONSE)
+    case = Case(model, QUERY, SOURCES, RESPONSE)
+    # assert_gain_axis reads per-head gains: mechrag's residual-cosine definition has them.
+    result = localize_source(
+        case, 0, gains=True, logit_budget=DEFAULT_LOGIT_BUDGET, gain_definition="residual_cosine"
+    )
     assert_heads_axis(result.plot_heads(k=3).axes[0], result, k=3)
     assert_layers_axis(result.plot_layers().axes[0], result)
     assert_residual_axis(result.plot_residual().axes[0], result)
@@ -179,6 +196,12 @@ def test_plots(family, request, tmp_path):
     assert_gain_axis(gain, [result])
     written = save_figure(result.plot_heads(), tmp_path / "heads")
     assert all(path.stat().st_size > 0 for path in written)
+    # The paper's gain defines none per head: each head's point carries its layer's gain.
+    paper = localize(model, QUERY, SOURCES, source="p0s0", response=RESPONSE)
+    heads, mlps = paper.plot_gain().axes[0].collections
+    expected = np.column_stack([paper.heads.ravel(), np.repeat(paper.attn_gain, paper.n_heads)])
+    np.testing.assert_array_equal(heads.get_offsets(), expected)
+    np.testing.assert_array_equal(mlps.get_offsets(), np.column_stack([paper.mlps, paper.mlp_gain]))
     plt.close("all")
 
 

@@ -257,7 +257,7 @@ def assert_gain_axis(axis, results):
     holds the pooled Spearman rho."""
     heads, mlps = axis.collections
     expected = (
-        (heads, [(r.heads.ravel(), r.head_gain.ravel()) for r in results]),
+        (heads, [(r.heads.ravel(), r.gains[: r.heads.size]) for r in results]),
         (mlps, [(r.mlps, r.mlp_gain) for r in results]),
     )
     for points, pairs in expected:

@@ -5,7 +5,10 @@ from mechrag._lazy import lazy_exports
 
 # Module -> the public names it defines, imported on first use.
 _MODULES = {
-    "mechrag.mechanism.ablation": ("ComponentMeans", "ablate", "component_means", "parse_heads"),
+    "mechrag.mechanism.ablation": (
+        "ComponentMeans", "ablate", "component_means", "parse_heads", "random_components",
+    ),
+    "mechrag.mechanism.consensus": ("Consensus", "ModuleConsensus", "consensus", "paper_record"),
     "mechrag.mechanism.echo": ("Echo", "detector_scores", "echo"),
     "mechrag.mechanism.gated_decoding": ("GatedDecoding", "decode_with_gates"),
     "mechrag.mechanism.gates": ("Gates", "edit_components", "gate"),

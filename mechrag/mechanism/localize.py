@@ -5,6 +5,8 @@ the full and the reduced prompt's activations at the response positions through 
 (prefix reuse, token budget) with the same teacher-forced response, and scores each component by
 ``sum_t JSD(lens(w_full[t]) || lens(w_ablated[t]))``, where ``w[t]`` is the component's write at
 response position ``t`` and ``lens`` is the float32 logit lens of :mod:`mechrag.mechanism.lens`.
+Semantic gains (:mod:`mechrag.mechanism.semantic_gain`) come from the full-context row of the
+same capture, under ``gain_definition`` (default the paper's ``"argmax_token"``).
 """
 
 from __future__ import annotations
@@ -16,18 +18,27 @@ import torch
 
 from mechrag import adapter
 from mechrag.mechanism.lens import ResponseActivations, head_lens_jsd, layer_lens_jsd
-from mechrag.mechanism.result import ComponentAttribution
-from mechrag.mechanism.semantic_gain import semantic_gain
+from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION, ComponentAttribution
+from mechrag.mechanism.semantic_gain import check_definition, semantic_gain
 
 
 @torch.inference_mode()
 def localize_source(
-    case, index: int, *, gains: bool, logit_budget: int, attribution=None
+    case,
+    index: int,
+    *,
+    gains: bool,
+    logit_budget: int,
+    attribution=None,
+    gain_definition: str = DEFAULT_GAIN_DEFINITION,
 ) -> ComponentAttribution:
     """Component scores on ``case`` when source ``index`` is removed.
 
-    ``attribution``: the ARC-JSD result that chose the source, recorded in the metadata.
+    ``attribution``: the ARC-JSD result that chose the source, recorded in the metadata;
+    ``gain_definition``: the semantic gain's (``"argmax_token"`` or ``"residual_cosine"``),
+    used when ``gains``.
     """
+    check_definition(gain_definition)
     model = case.model
     passes, start = case.engine.forward_passes, time.perf_counter()
     masks = np.stack([case.full_mask(), case.leave_one_out_masks()[index]])
@@ -35,7 +46,9 @@ def localize_source(
     heads = head_lens_jsd(model, acts, logit_budget).sum(-1)
     mlps = layer_lens_jsd(model, acts.mlp_out, logit_budget).sum(-1)
     resid = layer_lens_jsd(model, acts.resid_post, logit_budget).sum(-1)
-    gain = semantic_gain(model, acts, case.response_ids) if gains else None
+    gain = (
+        semantic_gain(model, acts, case.response_ids, definition=gain_definition) if gains else None
+    )
     seconds = time.perf_counter() - start
     metadata = {"model": getattr(model, "mechrag_name", None), "seconds": seconds}
     if attribution is not None:
@@ -49,9 +62,10 @@ def localize_source(
         heads=heads.numpy(),
         mlps=mlps.numpy(),
         resid_post=resid.numpy(),
-        head_gain=None if gain is None else gain.heads.numpy(),
+        head_gain=None if gain is None or gain.heads is None else gain.heads.numpy(),
         attn_gain=None if gain is None else gain.attention.numpy(),
         mlp_gain=None if gain is None else gain.mlps.numpy(),
+        gain_definition=None if gain is None else gain.definition,
         model_calls=2,
         forward_passes=case.engine.forward_passes - passes,
         metadata=metadata,

@@ -3,12 +3,14 @@
 :class:`ComponentAttribution` is what :func:`mechrag.localize` returns: a
 :class:`~mechrag.results.Result` whose items are the heads (flat, layer-major) then the MLPs,
 labelled ``L{layer}H{head}`` and ``MLP{layer}``. Results also average over examples
-(``average``) and draw layer-wise figures.
+(``average``) and draw layer-wise figures. ARC-JSD's Eq. 5 ranks heads (over all ``(l, h)``
+jointly) and MLPs separately: that is ``top(k, kind="head")`` and ``top(k, kind="mlp")``, and
+``to_dict`` carries both lists (``top_heads``, ``top_mlps``: derived, skipped by ``from_dict``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
@@ -19,6 +21,12 @@ from mechrag.errors import InputError
 from mechrag.results import Result
 
 ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
+# Semantic-gain definitions (see mechrag.mechanism.semantic_gain); the first is the paper's.
+GAIN_DEFINITIONS = ("argmax_token", "residual_cosine")
+DEFAULT_GAIN_DEFINITION = GAIN_DEFINITIONS[0]
+LEGACY_GAIN_DEFINITION = "residual_cosine"  # the only one before ``gain_definition`` existed
+HEAD_GAINS = ("auto", "own", "layer")
+TOP_N = 10  # ARC-JSD's N: the length of the top-head and top-MLP lists in ``to_dict``
 
 
 class Component(NamedTuple):
@@ -41,7 +49,10 @@ class ComponentAttribution(Result):
     ``heads[l, h]``, ``mlps[l]`` and ``resid_post[l]`` are ``sum_t JSD(lens_full || lens_ablated)``
     over response tokens for head ``(l, h)``'s write, MLP ``l``'s output and the residual stream
     after layer ``l``. ``head_gain``/``attn_gain``/``mlp_gain`` are semantic gains (see
-    :mod:`mechrag.mechanism.semantic_gain`), when computed.
+    :mod:`mechrag.mechanism.semantic_gain`), when computed, under ``gain_definition``
+    (``"argmax_token"``, the paper's, defines no per-head gain: ``head_gain`` is ``None``; a
+    result with gains and no definition is ``"residual_cosine"``, as every record written before
+    the field existed).
     """
 
     method: str = field(default="component_jsd", kw_only=True)
@@ -55,6 +66,7 @@ class ComponentAttribution(Result):
     head_gain: Float[np.ndarray, "n_layers n_heads"] | None = None
     attn_gain: Float[np.ndarray, " n_layers"] | None = None
     mlp_gain: Float[np.ndarray, " n_layers"] | None = None
+    gain_definition: str | None = None
 
     def __post_init__(self) -> None:
         for name in ARRAYS:
@@ -70,6 +82,15 @@ class ComponentAttribution(Result):
                 raise ValueError(f"{name} must be [{n_layers}], got {value.shape}")
         if self.head_gain is not None and self.head_gain.shape != self.heads.shape:
             raise ValueError(f"head_gain must be {self.heads.shape}, got {self.head_gain.shape}")
+        has_gains = any(g is not None for g in (self.head_gain, self.attn_gain, self.mlp_gain))
+        if self.gain_definition is None and has_gains:
+            self.gain_definition = LEGACY_GAIN_DEFINITION
+        if self.gain_definition is not None and self.gain_definition not in GAIN_DEFINITIONS:
+            raise InputError(
+                f"gain_definition must be one of {GAIN_DEFINITIONS}, got {self.gain_definition!r}"
+            )
+        if self.gain_definition == "argmax_token" and self.head_gain is not None:
+            raise InputError("gain_definition 'argmax_token' defines no per-head gain (head_gain)")
 
     @property
     def n_layers(self) -> int:
@@ -91,10 +112,31 @@ class ComponentAttribution(Result):
 
     @property
     def gains(self) -> Float[np.ndarray, " n_components"] | None:
-        """Semantic gains in the order of ``scores``."""
-        if self.head_gain is None or self.mlp_gain is None:
+        """Semantic gains in the order of ``scores``: ``component_gains("auto")``."""
+        return self.component_gains()
+
+    def component_gains(self, head_gain: str = "auto") -> Float[np.ndarray, " n_components"] | None:
+        """A semantic gain per component in the order of ``scores`` (``None`` without gains).
+
+        ``head_gain``: what a head gets. ``"own"``: its own gain (``"residual_cosine"`` only;
+        ``None`` where the result has none); ``"layer"``: its layer's attention gain, the
+        paper's per-layer ``Delta^{l,Attn}`` (Eq. 9-10), which is all ARC-JSD defines for the
+        heads of layer ``l``; ``"auto"``: ``"own"`` where the result has head gains, else
+        ``"layer"``. MLPs always get their own gain.
+        """
+        if head_gain not in HEAD_GAINS:
+            raise InputError(f"head_gain must be one of {HEAD_GAINS}, got {head_gain!r}")
+        if head_gain == "auto":
+            head_gain = "layer" if self.head_gain is None else "own"
+        if head_gain == "own":
+            heads = self.head_gain
+        elif self.attn_gain is not None:
+            heads = np.repeat(self.attn_gain[:, None], self.n_heads, axis=1)
+        else:
+            heads = None
+        if heads is None or self.mlp_gain is None:
             return None
-        return np.concatenate([self.head_gain.ravel(), self.mlp_gain])
+        return np.concatenate([heads.ravel(), self.mlp_gain])
 
     def component(self, index: int) -> Component:
         """The component at flat ``index`` with its score."""
@@ -135,7 +177,9 @@ class ComponentAttribution(Result):
         return [c for c in map(self.component, self.ranking.tolist()) if c.kind == kind][:k]
 
     def spearman(self) -> tuple[float, float]:
-        """Spearman rho and p-value of component scores against semantic gains."""
+        """Spearman rho and p-value of all component scores against ``gains`` (heads and MLPs
+        pooled: a robustness check beside the paper's per-layer consensus,
+        :mod:`mechrag.mechanism.consensus`)."""
         from mechrag.metrics import spearman_test
 
         if self.gains is None:
@@ -150,6 +194,10 @@ class ComponentAttribution(Result):
         shapes = {r.heads.shape for r in results}
         if len(shapes) != 1:
             raise InputError(f"results come from different models: head shapes {shapes}")
+        definitions = {r.gain_definition for r in results}
+        if len(definitions) != 1:
+            named = sorted(map(str, definitions))
+            raise InputError(f"results use different gain definitions: {named}")
         means, stds = {}, {}
         for name in ARRAYS:
             values = [getattr(r, name) for r in results]
@@ -162,8 +210,25 @@ class ComponentAttribution(Result):
             response="",
             response_ids=[],
             **means,
+            gain_definition=definitions.pop(),
             metadata={"n": len(results), "std": {k: v.tolist() for k, v in stds.items()}},
         )
+
+    def to_dict(self) -> dict:
+        """The fields, plus the top :data:`TOP_N` heads and MLPs (Eq. 5), ranked separately."""
+        return {
+            **super().to_dict(),
+            "top_heads": [_component_record(c) for c in self.top(TOP_N, kind="head")],
+            "top_mlps": [_component_record(c) for c in self.top(TOP_N, kind="mlp")],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ComponentAttribution:
+        """Inverse of ``to_dict``; entries that are not fields (``top_heads``, ``top_mlps``, or
+        what :func:`mechrag.mechanism.consensus.paper_record` adds) are skipped, and a record
+        without ``gain_definition`` but with gains reads as ``"residual_cosine"``."""
+        names = {f.name for f in fields(cls) if f.init}
+        return super().from_dict({k: v for k, v in data.items() if k in names})
 
     def plot_heads(self, k: int = 10, ax=None, **kwargs):
         """Layers x heads heatmap with the top-``k`` heads annotated; returns the figure."""
@@ -188,3 +253,8 @@ class ComponentAttribution(Result):
         from mechrag.plots.components import plot_gain_scatter
 
         return plot_gain_scatter(self, ax=ax, **kwargs)
+
+
+def _component_record(component: Component) -> dict:
+    """One ranked component as JSON: label, kind, layer, head (``None`` for an MLP), score."""
+    return {"label": component.label, **component._asdict()}

@@ -65,7 +65,11 @@ def plot_residual(result, ax=None):
 
 
 def plot_gain_scatter(results, ax=None):
-    """Semantic gain against component JSD (heads and MLPs), titled with Spearman rho."""
+    """Semantic gain against component JSD (heads and MLPs), titled with Spearman rho.
+
+    A head's gain is ``result.gains``'s: its own, or its layer's attention gain under the
+    paper's ``"argmax_token"`` definition, which defines none per head.
+    """
     results = results if isinstance(results, (list, tuple)) else [results]
     if any(r.gains is None for r in results):
         raise InputError("every result needs semantic gains (localize(..., gains=True))")
@@ -75,7 +79,7 @@ def plot_gain_scatter(results, ax=None):
             "heads",
             HEAD_COLOR,
             [r.heads.ravel() for r in results],
-            [r.head_gain.ravel() for r in results],
+            [r.gains[: r.heads.size] for r in results],
         ),
         ("MLPs", MLP_COLOR, [r.mlps for r in results], [r.mlp_gain for r in results]),
     ):

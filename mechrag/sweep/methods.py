@@ -104,11 +104,21 @@ def run_attribute(model, example, options: dict, method: str) -> dict:
 
 
 def run_localize(model, example, options: dict) -> dict:
-    """Heads and MLPs carrying a source (``source``: its id; default the top ARC-JSD source)."""
+    """Heads and MLPs carrying a source (``source``: its id; default the top ARC-JSD source).
+
+    ``gain_definition``: see :meth:`mechrag.Case.localize`. ``consensus`` (default true with
+    gains): the paper's consensus statistic (Eq. 11-12, with its permutation null; see
+    :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns of the summary.
+    """
+    from mechrag.mechanism.consensus import consensus
+    from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
+
     gains = options.get("gains", True)
-    result = case_for(model, example, options).localize(options.get("source"), gains=gains)
+    definition = options.get("gain_definition", DEFAULT_GAIN_DEFINITION)
+    case = case_for(model, example, options)
+    result = case.localize(options.get("source"), gains=gains, gain_definition=definition)
     rho, p = result.spearman() if gains else (None, None)
-    return {
+    record = {
         "response": result.response,
         "source_id": result.source_id,
         "gold_ids": list(example.gold_ids),
@@ -117,6 +127,15 @@ def run_localize(model, example, options: dict) -> dict:
         "p": p,
         "result": result.to_dict(),
     }
+    if gains and options.get("consensus", True):
+        found = consensus(result)
+        record["consensus"] = found.to_dict()
+        for module in (found.attention, found.mlp):
+            for statistic in ("jsd_overlap", "gain_overlap", "rho"):
+                record[f"{module.module}_{statistic}"] = getattr(module, statistic)
+            for statistic in ("jsd_overlap", "gain_overlap"):
+                record[f"{module.module}_null_{statistic}"] = getattr(module, f"null_{statistic}")
+    return record
 
 
 # ``reuse_scored`` means nothing on the fresh case each example gets.
@@ -130,6 +149,6 @@ for name, method_class in ATTRIBUTION_METHODS.items():
 register_method(
     "localize",
     run_localize,
-    options=(*CASE_OPTIONS, "source", "gains"),
+    options=(*CASE_OPTIONS, "source", "gains", "gain_definition", "consensus"),
     description="logit-lens JSD of heads and MLPs when a source is removed",
 )
