@@ -24,27 +24,47 @@ p of hallucination against no gating. Detectors (on the ungated responses): AURO
 echo, the source echo, mean log-probability, mean entropy and the leave-one-out log-likelihood
 drop of the top source. Every example appends one JSON line; reruns resume.
 
+``--protocol paper`` runs ARC-JSD's gating protocol instead (Li et al., arXiv 2505.16415, ICLR
+version §7, Table 4), with no calibration: on each test example (the same test split; the
+calibration examples are skipped) ``localize`` removes that example's top ARC-JSD source and
+``GatingRule.paper()`` scales those of the top-5 heads and top-5 MLPs by JSD (ranked
+separately) whose semantic gain ``G`` is negative by ``0.7 + 0.3 * sigmoid(G)``, at every
+generation step (the paper does not say when; a mask on components reads as static).
+Conditions: no gating, the paper rule, and ``--random-seeds`` random controls ("Gate Random 5")
+that put the same factors on as many heads and MLPs as the rule gated, drawn uniformly among the
+components it did not gate (``--random-pool ungated``, so control and rule never share a
+component; ``all``: among every component, for models too small to leave enough), afresh for
+every example (seed = ``--seed``, the example id, the control's number). Metrics as above: the
+hallucination rate and factual F1 (token F1 against the gold answers). The paper evaluates
+Qwen2-7B-IT on 200 HotpotQA examples (``--n-test 200``; its max_new_tokens is 512) and does not
+define its hallucination or factual F1 (see ``mechrag.metrics.answers``). Records go to
+``OUT/DATASET/paper/``.
+
     python experiments/gating.py --datasets hotpotqa squad --n-calibration 20 --n-test 60 \
         --squad2-file squad2_dev.json --out runs/gating
+    python experiments/gating.py --protocol paper --datasets hotpotqa --n-test 200 \
+        --out runs/gating
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import time
+import zlib
+from functools import partial
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 import torch
 
-from mechrag import Case, ComponentAttribution, Source, load_model
+from mechrag import Case, ComponentAttribution, Source
 from mechrag.adapter import greedy_generate
 from mechrag.data import RAGExample, load_hotpotqa, load_squad
 from mechrag.mechanism import (
-    RULES,
     Gates,
     GatingRule,
     case_semantic_gain,
@@ -53,11 +73,13 @@ from mechrag.mechanism import (
     echo,
     random_gates,
 )
+from mechrag.mechanism.gating_rules import DEFAULT_FACTORS
 from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.sources import split_sentences
+from mechrag.sweep import load_sweep_model
 
 matplotlib.use("Agg")
 
@@ -71,12 +93,22 @@ DETECTORS = (
     "entropy",
     "loo_drop",
 )
-FACTORS = {"damp": 0.0, "sigmoid": 0.0, "amplify": 1.5}
+# The rules the calibrated protocol tries (each at its default factor, every ``--k``).
+CALIBRATED_RULES = ("damp", "sigmoid", "amplify")
+PROTOCOLS = ("calibrated", "paper")
+RANDOM_POOLS = ("ungated", "all")
+PAPER_RULE = GatingRule.paper()
 THRESHOLD_QUANTILES = (0.25, 0.5)
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="calibrated",
+        help="calibrated: static rules chosen on a calibration split; paper: ARC-JSD's Table 4",
+    )
     parser.add_argument("--datasets", nargs="+", default=["hotpotqa", "squad"])
     parser.add_argument(
         "--squad2-file",
@@ -89,9 +121,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--distractors", type=int, default=1)
     parser.add_argument("--k", type=int, nargs="+", default=[5, 20])
     parser.add_argument("--random-seeds", type=int, default=5)
+    parser.add_argument(
+        "--random-pool",
+        choices=RANDOM_POOLS,
+        default="ungated",
+        help="paper protocol: draw the random controls among the ungated components or all",
+    )
     parser.add_argument("--f1-tolerance", type=float, default=0.02)
     parser.add_argument("--max-new-tokens", type=int, default=20)
-    parser.add_argument("--model", default=None)
+    parser.add_argument("--model", default=None, help="HF id, folder, .gguf or toy:FAMILY")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("runs/gating"))
@@ -191,6 +229,13 @@ def judged(text: str, example: RAGExample, builder, **extra) -> dict:
     return {**record, "response": text, **extra}
 
 
+def statically_gated(model, example: RAGExample, builder, args, gates: Gates, plain: dict) -> dict:
+    """The judged response with ``gates`` on at every step (``plain`` when there are none)."""
+    return (
+        judged(respond(model, builder, args, gates)[0], example, builder) if len(gates) else plain
+    )
+
+
 # --- calibration ---------------------------------------------------------------------------
 
 
@@ -229,8 +274,13 @@ def calibrate(model, examples, args, folder: Path) -> dict:
         rhos["response"].append(spearman(located.scores, located.gains))
         if gold_answers(example):
             gain = case_semantic_gain(case, target="answer", answer=gold_answers(example)[0])
-            answer_gains = np.concatenate([gain.heads.numpy().ravel(), gain.mlps.numpy()])
-            rhos["answer"].append(spearman(located.scores, answer_gains))
+            toward_answer = dataclasses.replace(
+                located,
+                head_gain=None if gain.heads is None else gain.heads.numpy(),
+                attn_gain=gain.attention.numpy(),
+                mlp_gain=gain.mlps.numpy(),
+            )  # per-component gains as ``located.gains`` forms them (heads: own or layer gain)
+            rhos["answer"].append(spearman(located.scores, toward_answer.gains))
     mean = ComponentAttribution.average(attributions)
     builders = [c.builder for c in cases]
     _, baseline_f1 = objective(plain)
@@ -243,16 +293,16 @@ def calibrate(model, examples, args, folder: Path) -> dict:
 
     static = {"none": plain}
     rules, sizes = {"none": None}, {"none": 0}  # label -> rule, number of gates
-    for name in RULES:
+    for name in CALIBRATED_RULES:
         for k in args.k:
-            rule = GatingRule(name, k=k, factor=FACTORS[name])
+            rule = GatingRule(name, k=k, factor=DEFAULT_FACTORS[name])
             gates = rule.gates(mean)
             static[rule.label] = run(gates) if len(gates) else plain
             rules[rule.label], sizes[rule.label] = rule, len(gates)
     answer_echo = np.concatenate([e.context[e.answer_mask] for e in echoes])
     thresholds = [float(np.quantile(answer_echo, q)) for q in THRESHOLD_QUANTILES]
     chosen = {}
-    for name in RULES:
+    for name in CALIBRATED_RULES:
         own = {label: static[label] for label, rule in rules.items() if rule and rule.name == name}
         gated = {label: rows for label, rows in own.items() if sizes[label]} or own
         best = choose(gated, baseline_f1, args.f1_tolerance, sizes)
@@ -315,10 +365,8 @@ def evaluate(model, example: RAGExample, calibration: dict, args) -> dict:
     conditions = {"none": judged(case.response_text, example, builder)}
     for name, chosen in calibration["rules"].items():
         gates = Gates.from_dict(chosen["gates"])
-        conditions[f"static:{name}"] = (
-            judged(respond(model, builder, args, gates)[0], example, builder)
-            if len(gates)
-            else conditions["none"]
+        conditions[f"static:{name}"] = statically_gated(
+            model, example, builder, args, gates, conditions["none"]
         )
         text, fired = (
             respond(model, builder, args, gates, chosen["threshold"])
@@ -329,10 +377,8 @@ def evaluate(model, example: RAGExample, calibration: dict, args) -> dict:
     best = Gates.from_dict(calibration["rules"][calibration["best_static_rule"]]["gates"])
     for seed in range(args.random_seeds):
         gates = random_gates(best, model.cfg.n_layers, model.cfg.n_heads, seed=seed)
-        conditions[f"random:{seed}"] = (
-            judged(respond(model, builder, args, gates)[0], example, builder)
-            if len(gates)
-            else conditions["none"]
+        conditions[f"random:{seed}"] = statically_gated(
+            model, example, builder, args, gates, conditions["none"]
         )
     result = echo(case)
     abstain = result.mean < calibration["echo_abstain_threshold"]
@@ -348,10 +394,56 @@ def evaluate(model, example: RAGExample, calibration: dict, args) -> dict:
     }
 
 
+def evaluate_paper(model, example: RAGExample, args) -> dict:
+    """The paper protocol on one example: no gating, ``PAPER_RULE``'s gates from this example's
+    own localisation (top ARC-JSD source removed), and the random controls."""
+    case = make_case(model, example, args)
+    builder = case.builder
+    located = case.localize()
+    gates = PAPER_RULE.gates(located)
+    plain = judged(case.response_text, example, builder)
+    conditions = {
+        "none": plain,
+        "paper": statically_gated(model, example, builder, args, gates, plain),
+    }
+    example_seed = zlib.crc32(example.id.encode("utf-8"))
+    controls = {}
+    for seed in range(args.random_seeds):
+        control = random_gates(
+            gates,
+            model.cfg.n_layers,
+            model.cfg.n_heads,
+            seed=(args.seed, example_seed, seed),
+            exclude_gated=args.random_pool == "ungated",
+        )
+        conditions[f"random:{seed}"] = statically_gated(
+            model, example, builder, args, control, plain
+        )
+        controls[str(seed)] = control.to_dict()
+    return {
+        "id": example.id,
+        "answers": gold_answers(example),
+        "source_id": located.source_id,
+        "rule": PAPER_RULE.to_dict(),
+        "gates": gates.to_dict(),
+        "random_pool": args.random_pool,
+        "random_gates": controls,
+        "top_heads": [c.label for c in located.top(PAPER_RULE.k, kind="head")],
+        "top_mlps": [c.label for c in located.top(PAPER_RULE.k_mlps, kind="mlp")],
+        "attn_gain": located.attn_gain.tolist(),
+        "mlp_gain": located.mlp_gain.tolist(),
+        "conditions": conditions,
+    }
+
+
 def condition_rows(records: list[dict], n_seeds: int) -> list[dict]:
-    """Per-condition metrics with bootstrap intervals and McNemar p against no gating."""
+    """Per-condition metrics with bootstrap intervals and McNemar p against no gating; the random
+    conditions' seeds are averaged per example into one ``random`` row."""
     names = [n for n in records[0]["conditions"] if not n.startswith("random:")]
-    names.insert(-1, "random")
+    if n_seeds:
+        names.insert(
+            names.index("echo_abstain") if "echo_abstain" in names else len(names), "random"
+        )
     baseline = np.array([r["conditions"]["none"]["hallucinated"] for r in records], bool)
     rows = []
     for name in names:
@@ -403,7 +495,7 @@ def detector_rows(records: list[dict]) -> tuple[list[dict], dict]:
     return rows, curves
 
 
-def markdown(dataset: str, rows: list[dict], detectors: list[dict], calibration: dict) -> str:
+def markdown(dataset: str, rows: list[dict], detectors: list[dict], notes: list[str]) -> str:
     def cell(row, metric, scale=100.0):
         v = row[metric]
         return f"{scale * v['estimate']:.1f} [{scale * v['low']:.1f}, {scale * v['high']:.1f}]"
@@ -422,15 +514,19 @@ def markdown(dataset: str, rows: list[dict], detectors: list[dict], calibration:
             f"{cell(row, 'unsupported')} | {cell(row, 'exact_match')} | {cell(row, 'f1')} | "
             f"{cell(row, 'abstained')} | {cell(row, 'n_words', 1.0)} | {p} |"
         )
-    lines += ["", "| detector | AUROC [95% CI] | positives / n |", "|---|---|---|"]
+    if detectors:
+        lines += ["", "| detector | AUROC [95% CI] | positives / n |", "|---|---|---|"]
     for row in detectors:
         lines.append(
             f"| {row['detector']} | {row['auroc']:.3f} [{row['low']:.3f}, "
             f"{row['high']:.3f}] | {row['n_positive']} / {row['n']} |"
         )
+    return "\n".join([*lines, "", *notes, ""])
+
+
+def calibration_notes(calibration: dict) -> list[str]:
     rho = calibration["spearman"]
-    lines += [
-        "",
+    return [
         "Calibration choices: "
         + "; ".join(
             f"{n}: {c['static_label']}, {len(Gates.from_dict(c['gates']))} gates, "
@@ -441,47 +537,84 @@ def markdown(dataset: str, rows: list[dict], detectors: list[dict], calibration:
         f"echo-abstention threshold {calibration['echo_abstain_threshold']:.4g}; "
         f"Spearman rho(JSD, gain): response {rho['response']['mean']}, "
         f"answer {rho['answer']['mean']}",
-        "",
     ]
-    return "\n".join(lines)
+
+
+def paper_notes(records: list[dict]) -> list[str]:
+    """How many heads and MLPs the paper rule gated per example, and its factors' range."""
+    gates = [Gates.from_dict(r["gates"]) for r in records]
+    factors = [f for g in gates for f in [*g.heads.values(), *g.mlps.values()]]
+    spread = f"factors {min(factors):.3f} to {max(factors):.3f}" if factors else "no factors"
+    return [
+        f"Paper protocol: {PAPER_RULE.label}, per example; gated heads per example "
+        f"{np.mean([len(g.heads) for g in gates]):.2f}, "
+        f"MLPs {np.mean([len(g.mlps) for g in gates]):.2f}; "
+        f"{sum(not len(g) for g in gates)} of {len(gates)} examples without gates; {spread}. "
+        "Random: the same factors on as many other heads and MLPs, drawn per example.",
+    ]
+
+
+def run_records(
+    dataset: str, examples: list[RAGExample], folder: Path, args, started: float, evaluate_one
+) -> list[dict]:
+    """``evaluate_one(example)`` for every example not yet in ``folder/records.jsonl`` (one line
+    appended each, so reruns resume); the records of ``examples``."""
+    records_path = folder / "records.jsonl"
+    done = {r["id"] for r in read_jsonl(records_path)}
+    for index, example in enumerate(examples):
+        if example.id in done or args.report_only:
+            continue
+        record = evaluate_one(example)
+        record["seconds"] = time.perf_counter() - started
+        append_jsonl(records_path, record)
+        print(f"{dataset} {index + 1}/{len(examples)}", flush=True)
+    wanted = {e.id for e in examples}
+    return [r for r in read_jsonl(records_path) if r["id"] in wanted]
+
+
+def report(dataset: str, folder: Path, rows: list[dict], detectors, curves, notes, extra) -> None:
+    """``summary.json``, ``conditions.png`` (and ``roc.png``) and ``report.md`` in ``folder``."""
+    summary = {"conditions": rows, "detectors": detectors, **extra}
+    write_text_atomic(folder / "summary.json", json.dumps(summary, indent=1))
+    from mechrag.plots.gating import plot_conditions, plot_roc
+
+    plot_conditions(rows).savefig(folder / "conditions.png", dpi=150)
+    if curves:
+        plot_roc(curves).savefig(folder / "roc.png", dpi=150)
+    text = markdown(dataset, rows, detectors, notes)
+    write_text_atomic(folder / "report.md", text)
+    print(text, flush=True)
 
 
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model(args.model) if args.model else load_model()
+    model = load_sweep_model(args.model)
     for dataset in args.datasets:
-        folder = args.out / dataset
         calibration_examples, test_examples = splits(dataset, args)
         started = time.perf_counter()
-        calibration = calibrate(model, calibration_examples, args, folder)
-        print(f"{dataset}: calibration ready ({calibration['seconds']:.0f} s)", flush=True)
-        records_path = folder / "records.jsonl"
-        done = {r["id"] for r in read_jsonl(records_path)}
-        for index, example in enumerate(test_examples):
-            if example.id in done or args.report_only:
-                continue
-            record = evaluate(model, example, calibration, args)
-            record["seconds"] = time.perf_counter() - started
-            append_jsonl(records_path, record)
-            print(f"{dataset} {index + 1}/{len(test_examples)}", flush=True)
-        records = [r for r in read_jsonl(records_path) if r["id"] in {e.id for e in test_examples}]
+        if args.protocol == "paper":
+            folder = args.out / dataset / "paper"
+            evaluate_one = partial(evaluate_paper, model, args=args)
+            records = run_records(dataset, test_examples, folder, args, started, evaluate_one)
+            detectors, curves = [], {}
+            notes = paper_notes(records) if records else []
+            extra = {"protocol": "paper", "rule": PAPER_RULE.to_dict()}
+        else:
+            folder = args.out / dataset
+            calibration = calibrate(model, calibration_examples, args, folder)
+            print(f"{dataset}: calibration ready ({calibration['seconds']:.0f} s)", flush=True)
+            evaluate_one = partial(evaluate, model, calibration=calibration, args=args)
+            records = run_records(dataset, test_examples, folder, args, started, evaluate_one)
+            detectors, curves = detector_rows(records) if records else ([], {})
+            notes = calibration_notes(calibration)
+            calibrated = {k: v for k, v in calibration.items() if k != "attribution"}
+            extra = {"protocol": "calibrated", "calibration": calibrated}
+        if not records:
+            print(f"{dataset}: no records in {folder}", flush=True)
+            continue
         rows = condition_rows(records, args.random_seeds)
-        detectors, curves = detector_rows(records)
-        summary = {
-            "conditions": rows,
-            "detectors": detectors,
-            "calibration": {k: v for k, v in calibration.items() if k != "attribution"},
-        }
-        write_text_atomic(folder / "summary.json", json.dumps(summary, indent=1))
-        from mechrag.plots.gating import plot_conditions, plot_roc
-
-        plot_conditions(rows).savefig(folder / "conditions.png", dpi=150)
-        if curves:
-            plot_roc(curves).savefig(folder / "roc.png", dpi=150)
-        text = markdown(dataset, rows, detectors, calibration)
-        write_text_atomic(folder / "report.md", text)
-        print(text, flush=True)
+        report(dataset, folder, rows, detectors, curves, notes, extra)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import pytest
 
 from mechrag.metrics.answers import (
     exact_match,
+    expand_negations,
     is_abstention,
     judge_answer,
     normalize_answer,
@@ -60,6 +61,85 @@ def test_exact_match_and_f1_take_the_best_gold_answer():
 )
 def test_abstention(response, expected):
     assert is_abstention(response) is expected
+
+
+# Each contraction, its expansion, the curly-apostrophe and the apostrophe-less spelling.
+DECLINES = [
+    "The context doesn't contain the answer.",
+    "The context does not contain the answer.",
+    "The context doesn\u2019t contain the answer.",
+    "The context doesnt contain the answer.",
+    "I can't answer this from the passages.",
+    "I can\u2019t answer this from the passages.",
+    "I cannot answer this from the passages.",
+    "I can not answer this from the passages.",
+    "The answer isn't in the context.",
+    "The answer isn\u2019t in the context.",
+    "The answer is not in the context.",
+    "I don't know.",
+    "I don\u2019t know.",
+    "I do not know.",
+    "I dont know",
+    "The documents don't mention it.",
+    "The documents do not mention it.",
+    "It won\u2019t be found in the text: it isn't mentioned.",
+    # The common ways a model declines.
+    "The context does not provide the year of his birth.",
+    "The context doesn't provide this information.",
+    "His age is not mentioned in the context.",
+    "There is no information about the second director.",
+    "Unanswerable",
+    "UNANSWERABLE.",
+    "I cannot answer that question based on the given context.",
+    "No answer.",
+    "It cannot be determined from the passage.",
+    "I'm unable to answer from the context provided.",
+    "The passage does not have enough information.",
+    "I\u2019m sorry, but the text doesn\u2019t say.",
+]
+
+
+@pytest.mark.parametrize("response", DECLINES)
+def test_contractions_and_declines_are_abstentions(response):
+    assert is_abstention(response)
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Not until 1998.",
+        "He did not win; she did.",
+        "Notre-Dame",
+        "Notre Dame de Paris",
+        "No, it isn't: it's in Lyon.",
+        "She doesn't live in Paris anymore; she lives in Rome.",
+        "He can't swim.",
+        "The ship was not sunk until 1912.",
+        "Nothing Else Matters",
+        "The knot",
+    ],
+)
+def test_answers_that_merely_contain_not_are_not_abstentions(response):
+    assert not is_abstention(response)
+
+
+def test_expand_negations_maps_contractions_to_their_expansions():
+    assert expand_negations("Doesn\u2019t, can't, CANNOT, won\u2019t, isn't, dont") == (
+        "does not, can not, can not, will not, is not, do not"
+    )
+    assert expand_negations("Notre-Dame: not known, the knot") == "notre-dame: not known, the knot"
+
+
+def test_an_abstention_on_an_unanswerable_question_is_not_a_hallucination():
+    """The bug: "doesn't" lost its apostrophe, did not match, and counted as a hallucination."""
+    context = "The Eiffel Tower was completed in 1889 in Paris."
+    for response in ("The context doesn't contain the answer.", "I don\u2019t know."):
+        judgement = judge_answer(response, [], context)
+        assert judgement.abstained and not judgement.hallucinated and judgement.f1 == 1.0
+    # A real answer containing "not", on an answerable question, keeps its F1: 2 of its 6
+    # tokens match "she did" (P = 1/3, R = 1, F1 = 1/2).
+    answer = judge_answer("He did not win; she did.", ["she did"], "He did not win; she did.")
+    assert not answer.abstained and answer.f1 == pytest.approx(0.5)
 
 
 def test_support_counts_content_words_in_context():

@@ -14,8 +14,10 @@ from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
     add_question_arguments,
+    check_html,
     print_written,
     read_sources,
+    write_html,
 )
 
 HELP = "generate with and without JSD gating; mark low-echo tokens"
@@ -31,12 +33,20 @@ def marked(echo_result) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mechrag.mechanism.echo import DEFAULT_THRESHOLD
-    from mechrag.mechanism.gating_rules import DEFAULT_FACTORS, GATING_MODES, RULES
+    from mechrag.mechanism.gating_rules import DEFAULT_FACTORS, DEFAULT_K, GATING_MODES, RULES
 
     add_question_arguments(parser)
     add_model_arguments(parser, max_new_tokens=32)
     add_output_arguments(parser, "folder for gate.json and the echo strips")
-    parser.add_argument("--rule", choices=RULES, default="damp")
+    counts = ", ".join(f"{rule} {k}" for rule, k in DEFAULT_K.items())
+    parser.set_defaults(top_k=None)  # each rule's own count of gated components
+    parser.add_argument(
+        "--rule",
+        choices=RULES,
+        default="paper",
+        help="paper: ARC-JSD's Table 4 rule (top-5 heads and MLPs with G < 0 scaled by "
+        f"0.7 + 0.3 sigmoid(G)); --top-k components per rule: {counts}",
+    )
     defaults = ", ".join(f"{rule} {factor:g}" for rule, factor in DEFAULT_FACTORS.items())
     parser.add_argument("--factor", type=float, default=None, help=f"gate factor ({defaults})")
     parser.add_argument("--mode", choices=GATING_MODES, default="dynamic")
@@ -49,6 +59,7 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.mechanism.gating_rules import GatingRule
     from mechrag.models import load_model
 
+    check_html(args)
     sources = read_sources(args)
     rule = GatingRule(args.rule, k=args.top_k, factor=args.factor)
     model = load_model(args.model)
@@ -68,3 +79,4 @@ def run(args: argparse.Namespace) -> None:
     if args.out:
         print()
         print_written(result.save(args.out))
+        print_written(write_html(args))

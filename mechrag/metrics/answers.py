@@ -16,6 +16,23 @@ Hallucination (operational definition, per response):
   is never unsupported.
 * **hallucinated** = (wrong and unsupported) on an answerable question, or any non-abstaining
   response to an unanswerable question.
+
+**Factual F1** is :func:`token_f1` against the gold answers (the ``f1`` of
+:class:`AnswerJudgement`; on an unanswerable question 1 for an abstention, else 0).
+
+The ARC-JSD paper (Li et al., arXiv 2505.16415; its ICLR version's Table 4, known here from notes
+on that table, reports a "hallucination rate" and a "factual F1" under gating) defines neither
+in its arXiv text, and its
+official code has no gating or answer evaluation, so there is no paper definition to implement
+beside this one. mechrag keeps its own because it is spelled out and checkable: a wrong answer
+built from the context's own words is a mistake, not a hallucination; a wrong answer that brings
+in words the context lacks is one; and on an unanswerable question anything but an abstention
+is one. Numbers from it are comparable with the paper's only in direction, not in level.
+
+Abstention matching (:func:`is_abstention`) runs on the response with curly apostrophes made
+straight and negative contractions expanded (``doesn't``/``doesnt`` -> ``does not``, ``can't``
+and ``cannot`` -> ``can not``, ``won't`` -> ``will not``), then normalised as above, so a
+contraction and its expansion match the same patterns. EM and F1 use the plain normalisation.
 """
 
 from __future__ import annotations
@@ -33,16 +50,20 @@ ABSTENTION_INSTRUCTION = (
 )
 ABSTENTION_TEMPLATE = ABSTENTION_INSTRUCTION + "\n\nContext: {context}\n\nQuery: {query}"
 
-# Phrases (after normalisation) by which a response declines to answer.
+# Phrases by which a response declines to answer, matched on the response with negative
+# contractions expanded (:func:`expand_negations`) and then normalised (no punctuation, no
+# articles): "does not", never "doesnt".
 ABSTENTION_PATTERNS = (
     r"\bunanswerable\b",
-    r"\bcannot be answered\b",
-    r"\bnot (?:be )?(?:found|mentioned|stated|given|provided|specified|answered)\b",
-    r"\b(?:does|do|did) not (?:contain|mention|say|state|provide|specify|include)\b",
+    r"\bnot (?:be )?(?:found|mentioned|stated|given|provided|specified|answered|determined)\b",
+    r"\b(?:does|do|did) not (?:contain|mention|say|state|provide|specify|include|give)\b",
     r"\bno (?:information|answer|mention)\b",
     r"\bnot (?:in|part of) (?:context|text|passage)\b",
-    r"\bi (?:do not|dont|cannot|cant) know\b",
-    r"\bnot enough information\b",
+    r"\bi (?:do|can) not know\b",
+    r"\b(?:i|we) (?:can|could) not (?:answer|determine|tell|say)\b",
+    r"\b(?:unable|not able) to (?:answer|determine)\b",
+    r"\bnot (?:have |contain |provide |give )?enough information\b",
+    r"\binsufficient information\b",
 )
 STOP_WORDS = frozenset(
     "a an the and or but of in on at to for from by with as is are was were be been being it its "
@@ -52,6 +73,15 @@ STOP_WORDS = frozenset(
 )
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
+# Right single quotation mark, left one, modifier letter apostrophe, prime, grave accent.
+_APOSTROPHES = str.maketrans(dict.fromkeys("\u2019\u2018\u02bc\u2032`", "'"))
+_CAN_NOT = re.compile(r"\bcan'?t\b|\bcannot\b")
+_WILL_NOT = re.compile(r"\bwon't\b")
+_NT = re.compile(r"\b(\w+)n't\b")
+# Contractions typed without the apostrophe; "wont" and "aint" stay (words, or not negations).
+_BARE_NT = re.compile(
+    r"\b(do|does|did|is|are|was|were|has|have|had|could|would|should|must|need)nt\b"
+)
 
 
 def normalize_answer(text: str) -> str:
@@ -86,9 +116,20 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
     return max((_f1(tokens, answer_tokens(a)) for a in answers), default=0.0)
 
 
+def expand_negations(text: str) -> str:
+    """``text`` lowercased, apostrophes made straight and negative contractions expanded:
+    ``doesn't`` and ``doesnt`` -> ``does not``, ``can't``/``cant``/``cannot`` -> ``can not``,
+    ``won't`` -> ``will not``, any other ``Xn't`` -> ``X not``."""
+    text = text.lower().translate(_APOSTROPHES)
+    text = _CAN_NOT.sub("can not", text)
+    text = _WILL_NOT.sub("will not", text)
+    text = _NT.sub(r"\1 not", text)
+    return _BARE_NT.sub(r"\1 not", text)
+
+
 def is_abstention(response: str) -> bool:
     """Whether ``response`` declines to answer (says the context does not hold the answer)."""
-    text = normalize_answer(response.replace("'", ""))
+    text = normalize_answer(expand_negations(response))
     return any(re.search(pattern, text) for pattern in ABSTENTION_PATTERNS)
 
 
