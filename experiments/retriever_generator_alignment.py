@@ -2,21 +2,31 @@
 
 Retrieval runs over a corpus of every paragraph of the shipped samples (``--corpus``, first
 ``--corpus-n`` examples of each; the index is built once and kept in ``OUT/retriever``). For
-each question and prompt condition (c1: the top ``k`` in rank order; c2: top ``k`` then random
-documents; c3: random first; c4: c2 shuffled) the embedded SmolLM2 answers, PMC-SHAP
-(``token_prob``) attributes its response to the prompt documents, and we record WARG
-(tau = 1.5), Spearman and Pearson between the retriever's similarities and the generator's
-document scores, the Wasted Retrieval / Noise Distraction flags at k = 1, 3, 5 (ranks from 1)
-and whether the response contains the reference answer.
+each question and prompt condition of a preset (``--preset paper``: c1 the top ``k`` in rank
+order, c2 the top ``k − k // 2`` then ``k // 2`` random documents, c3 the random ones first, c4
+the top ``k`` shuffled; ``--preset code``: c2/c3 the top ``k`` and ``k`` random documents, c4 c2
+shuffled; ``--n-random`` overrides the count; see :mod:`mechrag.retrieval.conditions`) the
+embedded SmolLM2 answers, PMC-SHAP (``token_prob``) attributes its response to the prompt
+documents, and we record WARG (tau = 1.5), Spearman and Pearson between the retriever's scores
+and the generator's document scores, the Wasted Retrieval / Noise Distraction flags at k = 1,
+3, 5 (ranks from 1) and whether the response contains the reference answer.
+
+The retriever's scores are the prompt positions (``--retriever-scores position``, default, as
+RAG-E's code) or the similarities (``similarity``). Records keep the similarities and the
+generator's scores, so the summary recomputes every alignment score for the kind asked, also
+for records written with the other kind or before this option (whose WARG was by similarity).
 
 The IG phase compares the integrated-gradient baselines ([UNK], [PAD], [MASK], zero) by AIPC on
 the retriever: query tokens (target: summed similarity to the top ``k``) for every question, the
 top document's tokens for the first ``--ig-documents`` questions; removed tokens become [MASK].
 
-Records are appended to ``OUT/records.jsonl`` as they finish; a rerun skips what is there.
+Records are appended to ``OUT/records.jsonl`` as they finish; a rerun skips what is there. Keys
+name the preset (and ``--n-random``) for c2-c4; c1 is the same prompt in every preset (and
+before the presets), so its records are shared. Records from before the presets (mechrag's old
+c2-c4: ``ceil(k / 2)`` random documents) are summarised under the preset label ``pre-presets``.
 
-    OMP_NUM_THREADS=1 python experiments/retriever_generator_alignment.py --n 50 --k 3 \\
-        --out runs/alignment
+    OMP_NUM_THREADS=1 python experiments/retriever_generator_alignment.py --n 50 --k 10 \\
+        --preset paper --out runs/alignment
 """
 
 from __future__ import annotations
@@ -33,7 +43,8 @@ import torch
 from scipy import stats
 
 from mechrag.data import load_hotpotqa
-from mechrag.metrics.alignment import bootstrap_ci
+from mechrag.metrics.agreement import pearson, spearman
+from mechrag.metrics.alignment import alignment_flags, bootstrap_ci, position_scores, warg
 from mechrag.models import load_model
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.pipeline import explain
@@ -46,8 +57,12 @@ from mechrag.retrieval import (
     load_encoder,
     token_aipc,
 )
+from mechrag.retrieval.conditions import PRESETS, PromptConditions
+from mechrag.retrieval.options import RETRIEVER_SCORES
 
-FLAGS = [f"{m}@{k}" for m in ("wr", "nd") for k in (1, 3, 5)]
+FLAG_KS = (1, 3, 5)
+FLAGS = [f"{m}@{k}" for m in ("wr", "nd") for k in FLAG_KS]
+PRE_PRESETS = "pre-presets"  # the label of c2-c4 records written before the presets
 
 
 def normalise_answer(text: str) -> str:
@@ -72,11 +87,25 @@ def load_retriever(out: Path, datasets: list[str], n: int | None) -> Retriever:
     return retriever
 
 
+def preset_label(args) -> str:
+    """The preset as records name it: ``paper``, ``code``, or e.g. ``code, n_random=2``."""
+    return args.preset if args.n_random is None else f"{args.preset}, n_random={args.n_random}"
+
+
+def alignment_key(question_id: str, condition: str, preset: str) -> str:
+    """c1 is the same prompt in every preset: one record serves all."""
+    if condition == "c1":
+        return f"alignment/{question_id}/c1"
+    return f"alignment/{preset}/{question_id}/{condition}"
+
+
 def run_alignment(args, retriever, examples, records_path, done) -> None:
     model = load_model()
+    conditions = PromptConditions(preset=args.preset, n_random=args.n_random, seed=args.seed)
+    preset = preset_label(args)
     for example in examples:
         for condition in args.conditions:
-            key = f"alignment/{example.id}/{condition}"
+            key = alignment_key(example.id, condition, preset)
             if key in done:
                 continue
             start = time.perf_counter()
@@ -86,6 +115,8 @@ def run_alignment(args, retriever, examples, records_path, done) -> None:
                 model,
                 k=args.k,
                 condition=condition,
+                conditions=conditions,
+                retriever_scores=args.retriever_scores,
                 seed=args.seed,
                 max_new_tokens=args.max_new_tokens,
                 explain_query=False,
@@ -98,12 +129,14 @@ def run_alignment(args, retriever, examples, records_path, done) -> None:
                 "phase": "alignment",
                 "question_id": example.id,
                 "condition": condition,
+                "preset": None if condition == "c1" else preset,
+                "retriever_score_kind": args.retriever_scores,
                 **{name: summary[name] for name in ("warg", "spearman", "pearson", "response")},
                 **{flag: summary.get(flag) for flag in FLAGS},
                 "correct": answer_in_response(example.answer, result.response),
                 "answer": example.answer,
                 "gold_retrieved": sum(h.document.id in gold for h in result.hits),
-                "retriever_scores": result.retriever_scores.tolist(),
+                "similarities": result.similarities.tolist(),
                 "generator_scores": result.generator.scores.tolist(),
                 "retrieved": result.condition.retrieved,
                 "model_calls": result.generator.model_calls,
@@ -168,21 +201,46 @@ def mean_ci(values, seed: int) -> str:
     return f"{mean:+.3f} [{low:+.3f}, {high:+.3f}]"
 
 
-def summarise(records: list[dict], seed: int) -> str:
-    """Markdown tables from the records."""
+def realign(record: dict, kind: str) -> dict:
+    """The record with WARG, Spearman, Pearson and the flags recomputed for the retriever's
+    ``kind`` of scores (records before the option hold the similarities as
+    ``retriever_scores``), and its preset label (c1: ``all``)."""
+    similarities = np.asarray(record.get("similarities", record.get("retriever_scores")), float)
+    generator = np.asarray(record["generator_scores"], float)
+    scores = position_scores(len(similarities)) if kind == "position" else similarities
+    several = len(scores) > 1
+    ks = tuple(k for k in FLAG_KS if k <= len(scores))
+    preset = "all" if record["condition"] == "c1" else record.get("preset", PRE_PRESETS)
+    return {
+        **record,
+        "preset": preset,
+        "warg": warg(scores, generator),
+        "spearman": spearman(scores, generator) if several else 0.0,
+        "pearson": pearson(scores, generator) if several else 0.0,
+        **{flag: np.nan for flag in FLAGS},
+        **alignment_flags(scores, generator, ks),
+    }
+
+
+def summarise(records: list[dict], seed: int, kind: str = "position") -> str:
+    """Markdown tables from the records, the alignment with the retriever's ``kind`` of scores."""
     parts = []
-    alignment = pd.DataFrame([r for r in records if r["phase"] == "alignment"])
+    alignment = pd.DataFrame([realign(r, kind) for r in records if r["phase"] == "alignment"])
     if len(alignment):
         rows = []
-        for condition, group in alignment.groupby("condition"):
-            row = {"condition": condition, "n": len(group)}
+        for (condition, preset), group in alignment.groupby(["condition", "preset"]):
+            row = {"condition": condition, "preset": preset, "n": len(group)}
             for name in ("warg", "spearman", "pearson"):
                 row[f"{name} (mean [95% CI])"] = mean_ci(group[name], seed)
             row["correct"] = f"{group['correct'].mean():.2f}"
             row["s per question"] = f"{group['seconds'].mean():.0f}"
             rows.append(row)
-        parts.append("### WARG, Spearman, Pearson per condition\n\n" + markdown(pd.DataFrame(rows)))
-        flags = alignment.groupby("condition")[[f for f in FLAGS if f in alignment]].mean()
+        parts.append(
+            f"### WARG, Spearman, Pearson per condition (retriever scores: {kind})\n\n"
+            + markdown(pd.DataFrame(rows))
+        )
+        flags = alignment[FLAGS].astype(float).groupby([alignment.condition, alignment.preset])
+        flags = flags.mean()
         parts.append(
             "### Wasted Retrieval@k and Noise Distraction@k (rates; k counts ranks "
             "from 1)\n\n" + markdown(flags.round(3), index=True)
@@ -190,7 +248,7 @@ def summarise(records: list[dict], seed: int) -> str:
         tables = []
         for label, group in [
             ("all conditions", alignment),
-            *[(c, g) for c, g in alignment.groupby("condition")],
+            *[(f"{c} ({p})", g) for (c, p), g in alignment.groupby(["condition", "preset"])],
         ]:
             high = group["warg"] > 0.5
             table = pd.crosstab(high, group["correct"]).reindex(
@@ -244,6 +302,16 @@ def main() -> None:
     )
     parser.add_argument("--k", type=int, default=3, help="documents retrieved")
     parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=CONDITIONS)
+    parser.add_argument("--preset", choices=PRESETS, default="paper", help="prompt conditions")
+    parser.add_argument(
+        "--n-random", type=int, default=None, help="random documents in c2-c4 (preset's)"
+    )
+    parser.add_argument(
+        "--retriever-scores",
+        choices=RETRIEVER_SCORES,
+        default="position",
+        help="the retriever's side of WARG, the flags and the correlations",
+    )
     parser.add_argument(
         "--corpus",
         nargs="+",
@@ -274,7 +342,7 @@ def main() -> None:
             run_ig(args, retriever, examples, records_path, done)
         if args.phase in ("alignment", "both"):
             run_alignment(args, retriever, examples, records_path, done)
-    summary = summarise(read_jsonl(records_path), args.seed)
+    summary = summarise(read_jsonl(records_path), args.seed, args.retriever_scores)
     write_text_atomic(out / "summary.md", summary + "\n")
     print(summary)
 

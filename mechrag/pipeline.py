@@ -1,7 +1,8 @@
 """Retrieval to generation, explained on both sides (RAG-E).
 
 ``explain(query, retriever, model, k)`` retrieves the top ``k`` documents, builds the prompt of
-a condition (``c1``: the top ``k`` in rank order, see :mod:`mechrag.retrieval.conditions`),
+a condition (``c1``: the top ``k`` in rank order; ``c2``-``c4`` mix in random documents or
+shuffle, in the paper's or the official code's preset, see :mod:`mechrag.retrieval.conditions`),
 generates the response, and explains
 
 - the retriever: integrated gradients of the similarity on the query's tokens (target: the summed
@@ -9,12 +10,25 @@ generates the response, and explains
 - the generator: PMC-SHAP over the prompt documents with the ``token_prob`` game, a
   ``[document, response token]`` matrix whose row sums are the document scores;
 
-then aligns them: WARG (tau = 1.5), Wasted Retrieval@k and Noise Distraction@k.
+then aligns them: WARG (tau = 1.5), Wasted Retrieval@k, Noise Distraction@k, Spearman and
+Pearson, all between the generator's document scores and the retriever's scores of one kind:
+
+- ``retriever_scores="position"`` (default): the prompt slots, ``[n − 1, ..., 0]`` (slot 0
+  highest; :func:`mechrag.metrics.alignment.position_scores`), as RAG-E's code scores its
+  conditions (scripts/data/plot_warg_tau.py). The score follows the slot, not the document, so
+  WR@k and ND@k read prompt slots too (RAG-E's retriever ranks there are the positions). In
+  ``c1`` the slots are the retrieval ranks, so positions rank the documents as similarities do
+  (same flags, ranks and Spearman; WARG and Pearson differ, positions being evenly spaced).
+- ``retriever_scores="similarity"``: the retriever's similarity of each prompt document; a
+  random document then scores low wherever it stands, so ``c3``/``c4`` cannot show the paper's
+  drop, but WARG measures agreement with the retriever's actual judgement.
+
+The similarities are kept either way (``PipelineExplanation.similarities``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 
 import numpy as np
@@ -28,14 +42,16 @@ from mechrag.metrics.alignment import (
     aipc,
     alignment_flags,
     generator_high_set,
+    position_scores,
     ranks,
     warg,
 )
 from mechrag.outputs import Serializable, json_ready
 from mechrag.results import Attribution
-from mechrag.retrieval.conditions import PromptCondition, prompt_condition
+from mechrag.retrieval.conditions import PromptCondition, PromptConditions
 from mechrag.retrieval.corpus import Document, Origin
 from mechrag.retrieval.integrated_gradients import RetrieverIntegratedGradients, TokenAttribution
+from mechrag.retrieval.options import RETRIEVER_SCORES
 from mechrag.retrieval.retriever import Hit, Retriever
 
 FLAG_KS = (1, 3, 5)
@@ -56,9 +72,11 @@ def generator_value(case):
 class PipelineExplanation(Serializable):
     """Both sides of one RAG answer and their alignment.
 
-    ``documents`` are the prompt's documents in prompt order; ``retriever_scores`` and
-    ``generator.scores`` hold one score per prompt document. ``hits`` are the retriever's top
-    ``k`` (rank 1 = best); their documents are among the prompt's (every condition holds them).
+    ``documents`` are the prompt's documents in prompt order; ``similarities`` (the retriever's),
+    ``retriever_scores`` (what the alignment reads: the positions or the similarities, by
+    ``retriever_score_kind``, see the module docstring) and ``generator.scores`` hold one score
+    per prompt document. ``hits`` are the retriever's top ``k`` (rank 1 = best); the paper's
+    ``c2``/``c3`` show only the first ``k − n_random`` of them.
     """
 
     default_name = "explanation"
@@ -66,7 +84,8 @@ class PipelineExplanation(Serializable):
     query: str
     condition: PromptCondition
     hits: list[Hit]
-    retriever_scores: np.ndarray
+    similarities: np.ndarray
+    retriever_score_kind: str
     generator: Attribution
     query_saliency: TokenAttribution | None
     document_saliency: list[TokenAttribution] | None
@@ -81,6 +100,13 @@ class PipelineExplanation(Serializable):
     @property
     def response(self) -> str:
         return self.generator.response
+
+    @property
+    def retriever_scores(self) -> np.ndarray:
+        """The retriever's side of the alignment: prompt positions or similarities."""
+        if self.retriever_score_kind == "position":
+            return position_scores(len(self.documents))
+        return self.similarities
 
     @property
     def warg(self) -> float:
@@ -103,7 +129,8 @@ class PipelineExplanation(Serializable):
         return ratios
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per prompt document: position, ranks (1 = top) and scores on both sides."""
+        """One row per prompt document: position, ranks (1 = top) and scores on both sides
+        (``retriever_score``: the kind the alignment reads; ``similarity``: the retriever's)."""
         retriever_rank, generator_rank = ranks(self.retriever_scores), ranks(self.generator.scores)
         high = generator_high_set(self.generator.scores, self.tau)
         completeness = self.completeness
@@ -115,6 +142,7 @@ class PipelineExplanation(Serializable):
                 "retrieved": self.condition.retrieved,
                 "retriever_rank": retriever_rank,
                 "retriever_score": self.retriever_scores,
+                "similarity": self.similarities,
                 "generator_rank": generator_rank,
                 "generator_score": self.generator.scores,
                 "generator_relies": high,
@@ -128,6 +156,7 @@ class PipelineExplanation(Serializable):
             "query": self.query,
             "response": self.response,
             "condition": self.condition.name,
+            "retriever_score_kind": self.retriever_score_kind,
             "warg": self.warg,
             "tau": self.tau,
             **self.flags,
@@ -143,14 +172,18 @@ class PipelineExplanation(Serializable):
 
     def to_dict(self) -> dict:
         """``summary()``, the ``to_frame`` rows, the texts, hits, the prompt condition and both
-        sides' attributions (``from_dict`` inverts it)."""
+        sides' attributions (``from_dict`` inverts it). A hit the prompt does not show (the
+        paper's ``c2``/``c3``) carries its document."""
+        shown = {d.id for d in self.documents}
         return json_ready(
             {
                 **self.summary(),
                 "documents": self.to_frame().to_dict(orient="records"),
                 "texts": {d.id: d.text for d in self.documents},
                 "hits": [
-                    {"rank": h.rank, "score": h.score, "id": h.document.id} for h in self.hits
+                    {"rank": h.rank, "score": h.score, "id": h.document.id}
+                    | ({} if h.document.id in shown else {"document": h.document})
+                    for h in self.hits
                 ],
                 "prompt_condition": self.condition,
                 "generator": self.generator,
@@ -162,17 +195,21 @@ class PipelineExplanation(Serializable):
 
     @classmethod
     def from_dict(cls, data: dict) -> PipelineExplanation:
+        """Also reads files written before ``retriever_score_kind`` (their scores: similarities)."""
         condition = _prompt_condition_from_dict(data["prompt_condition"])
         by_id = {d.id: d for d in condition.documents}
+        rows = data["documents"]
         query_saliency = data["query_saliency"]
         document_saliency = [TokenAttribution.from_dict(s) for s in data["document_saliency"]]
         return cls(
             query=data["query"],
             condition=condition,
             hits=[
-                Hit(rank=h["rank"], score=h["score"], document=by_id[h["id"]]) for h in data["hits"]
+                Hit(rank=h["rank"], score=h["score"], document=_hit_document(h, by_id))
+                for h in data["hits"]
             ],
-            retriever_scores=np.array([row["retriever_score"] for row in data["documents"]]),
+            similarities=np.array([row.get("similarity", row["retriever_score"]) for row in rows]),
+            retriever_score_kind=data.get("retriever_score_kind", "similarity"),
             generator=Attribution.from_dict(data["generator"]),
             query_saliency=TokenAttribution.from_dict(query_saliency) if query_saliency else None,
             document_saliency=document_saliency or None,  # to_dict writes None as []
@@ -215,15 +252,23 @@ class PipelineExplanation(Serializable):
             labels=[d.id for d in self.documents],
             ax=ax,
             title=f"WARG = {self.warg:.2f} ({self.condition.name})",
+            retriever_score_kind=self.retriever_score_kind,
         )
 
 
+def _hit_document(hit: dict, shown: dict[str, Document]) -> Document:
+    """A hit's document: its own entry if the prompt did not show it, else the prompt's."""
+    return _document_from_dict(hit["document"]) if "document" in hit else shown[hit["id"]]
+
+
+def _document_from_dict(data: dict) -> Document:
+    """The :class:`Document` of its ``json_ready`` form (with provenance)."""
+    return Document(**{**data, "provenance": [Origin(**o) for o in data["provenance"]]})
+
+
 def _prompt_condition_from_dict(data: dict) -> PromptCondition:
-    """The :class:`PromptCondition` of its ``json_ready`` form (documents with provenance)."""
-    documents = [
-        Document(**{**d, "provenance": [Origin(**o) for o in d["provenance"]]})
-        for d in data["documents"]
-    ]
+    """The :class:`PromptCondition` of its ``json_ready`` form."""
+    documents = [_document_from_dict(d) for d in data["documents"]]
     return PromptCondition(**{**data, "documents": documents})
 
 
@@ -234,7 +279,8 @@ def explain(
     k: int = 5,
     *,
     condition: str = "c1",
-    n_random: int | None = None,
+    conditions: PromptConditions | None = None,
+    retriever_scores: str = "position",
     seed: int = 0,
     response: str | None = None,
     max_new_tokens: int = 32,
@@ -248,13 +294,21 @@ def explain(
 ) -> PipelineExplanation:
     """Retrieve, generate and explain both sides of one query (see the module docstring).
 
-    ``condition`` picks the prompt (``c1``-``c4``, seeded by ``seed``); ``budget`` bounds the
-    subsets PMC-SHAP scores; ``baseline`` and ``n_steps`` configure IG; ``generator_aipc``
-    also measures the generator attribution's AIPC over document removals (``2n`` subsets).
+    ``condition`` picks the prompt (``c1``-``c4``) that ``conditions`` builds (default
+    ``PromptConditions(preset="paper", seed=seed)``); ``retriever_scores`` (``"position"`` or
+    ``"similarity"``) is the retriever's side of the alignment; ``seed`` also seeds PMC-SHAP;
+    ``budget`` bounds the subsets PMC-SHAP scores; ``baseline`` and ``n_steps`` configure IG;
+    ``generator_aipc`` also measures the generator attribution's AIPC over document removals
+    (``2n`` subsets).
     """
+    if retriever_scores not in RETRIEVER_SCORES:
+        raise InputError(
+            f"retriever_scores must be one of {RETRIEVER_SCORES}, got {retriever_scores!r}"
+        )
+    conditions = PromptConditions(seed=seed) if conditions is None else conditions
     hits = retriever.search(query, k)
     top = [hit.document for hit in hits]
-    chosen = prompt_condition(condition, top, retriever.corpus, n_random, seed)
+    chosen = conditions.build(condition, top, retriever.corpus)
     sources = [d.to_source(paragraph=i) for i, d in enumerate(chosen.documents)]
     case = Case(
         model,
@@ -278,7 +332,8 @@ def explain(
         query=query,
         condition=chosen,
         hits=hits,
-        retriever_scores=retriever.scores(query, chosen.documents).astype(float),
+        similarities=retriever.scores(query, chosen.documents).astype(float),
+        retriever_score_kind=retriever_scores,
         generator=generator,
         query_saliency=query_saliency,
         document_saliency=document_saliency,
@@ -287,6 +342,7 @@ def explain(
         metadata={
             "k": k,
             "seed": seed,
+            "conditions": asdict(conditions),
             "budget": budget,
             "baseline": baseline,
             "n_steps": n_steps,

@@ -12,6 +12,7 @@ from mechrag.metrics.alignment import (
     generator_high_set,
     noise_distraction,
     perturbation_curves,
+    position_scores,
     ranks,
     removal_masks,
     warg,
@@ -55,6 +56,100 @@ def test_warg_degenerate_cases_are_zero_not_nan():
     assert warg(RETRIEVER, np.ones(5), tau=0.5) == 0.0  # h = |D|
     assert warg(np.full(5, 0.4), [1, 0, 0, 0, 0]) == 0.0  # tied retriever: no oracle gap
     assert warg([0.7], [1.0]) == 0.0  # one document: h = |D|
+
+
+POSITIONS = position_scores(5)  # [4, 3, 2, 1, 0]: prompt slot 0 highest
+
+
+def _rag_e_code_warg(retriever, generator, tau=1.5) -> float:
+    """RAG-E's official ``RAGExplanation.warg`` (k-randl/Interpretable_RAG, rag.py), as written:
+    the oracle takes the first ``h`` scores in list order."""
+    retriever, generator = np.asarray(retriever, float), np.asarray(generator, float)
+    n = len(generator)
+    generator = generator / np.sum([1e-9] + generator[generator > 0].tolist())
+    w = generator > tau / n
+    h = int(w.sum())
+    high = np.mean(retriever[w]) if w.any() else 0.0
+    low = np.mean(retriever[~w]) if (~w).any() else 0.0
+    base_high = np.mean(retriever[:h]) if h > 0 else retriever[0]
+    base_low = np.mean(retriever[h:]) if h < n else retriever[-1]
+    denominator = base_high - base_low
+    return float(np.clip((high - low) / denominator if denominator != 0 else np.nan, -1, 1))
+
+
+def test_position_scores_count_down_from_the_first_slot():
+    assert POSITIONS.tolist() == [4.0, 3.0, 2.0, 1.0, 0.0]
+    assert position_scores(1).tolist() == [0.0]
+    assert ranks(POSITIONS).tolist() == [1, 2, 3, 4, 5]
+    with pytest.raises(ValueError):
+        position_scores(0)
+
+
+def test_warg_with_position_scores_hand_computed():
+    # H = {1}: gap 3 - (4 + 2 + 1 + 0) / 4 = 1.25; oracle 4 - (3 + 2 + 1 + 0) / 4 = 2.5
+    assert warg(POSITIONS, [0, 1, 0, 0, 0]) == pytest.approx(0.5)
+    # H = {0, 2}: gap 3 - 4 / 3 = 5 / 3; oracle 3.5 - 1 = 2.5
+    assert warg(POSITIONS, [1, 0, 1, 0, 0]) == pytest.approx(2 / 3)
+    # H = {3}: gap 1 - 9 / 4 = -1.25
+    assert warg(POSITIONS, [0, 0, 0, 1, 0]) == pytest.approx(-0.5)
+    # H = {4}: gap 0 - 10 / 4 = -2.5, exactly minus the oracle (no clipping needed)
+    assert warg(POSITIONS, [0, 0, 0, 0, 1]) == pytest.approx(-1.0)
+    assert warg(POSITIONS, [5, 4, 0, 0, 0]) == pytest.approx(1.0)  # H = the first two slots
+
+
+def test_position_scores_follow_the_slot_not_the_document():
+    """c3-like prompt: two random documents first, then the two retrieved. A generator that reads
+    the retrieved documents agrees with the similarities and disagrees with the positions."""
+    similarities = np.array([0.1, 0.2, 0.9, 0.8])
+    generator = np.array([0.0, 0.0, 1.0, 1.0])  # H = {2, 3}
+    assert warg(similarities, generator) == pytest.approx(1.0)  # gap 0.85 - 0.15 = oracle
+    # positions [3, 2, 1, 0]: gap 0.5 - 2.5 = -2, oracle 2.5 - 0.5 = 2
+    assert warg(position_scores(4), generator) == pytest.approx(-1.0)
+    assert not wasted_retrieval(similarities, generator, 2)  # the best document (2) is read
+    assert wasted_retrieval(position_scores(4), generator, 2)  # slot 0 (random) is not
+
+
+def test_warg_with_position_scores_degenerate_cases_are_zero():
+    # h = 0 (RAG-E's code: (0 - 2) / (4 - 2) = -1) and h = n (code: (2 - 0) / (2 - 0) = 1)
+    assert warg(POSITIONS, np.zeros(5)) == 0.0 and _rag_e_code_warg(POSITIONS, np.zeros(5)) == -1
+    assert warg(POSITIONS, np.ones(5), tau=0.5) == 0.0
+    assert _rag_e_code_warg(POSITIONS, np.ones(5), tau=0.5) == 1.0
+    # one document: the only split is h = 0 or h = n, the oracle gap is 0 (code: NaN)
+    assert warg(position_scores(1), [1.0]) == 0.0
+    assert np.isnan(_rag_e_code_warg(position_scores(1), [1.0]))
+
+
+def test_warg_with_position_scores_equals_rag_e_code_where_defined():
+    """With descending scores the code's unsorted oracle is the sorted one: same values."""
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(500):
+        n = int(rng.integers(2, 11))
+        generator = rng.normal(size=n) * (rng.random(n) < 0.6)
+        h = int(generator_high_set(generator).sum())
+        if 0 < h < n:
+            positions = position_scores(n)
+            assert warg(positions, generator) == pytest.approx(
+                _rag_e_code_warg(positions, generator)
+            )
+            checked += 1
+    assert checked > 300
+    # ... while for unordered similarities the code's oracle is not the top h
+    similarities = np.array([0.1, 0.9, 0.5])
+    assert warg(similarities, [0, 1, 0]) == pytest.approx(1.0)
+    assert _rag_e_code_warg(similarities, [0, 1, 0]) == -1.0  # (0.9 - 0.3) / (0.1 - 0.7), clipped
+
+
+def test_c1_positions_rank_like_similarities():
+    """In c1 the prompt is the ranking: positions and similarities give the same ranks, flags
+    and Spearman (WARG differs: positions are evenly spaced)."""
+    similarities = RETRIEVER  # descending, as the top k in rank order
+    rng = np.random.default_rng(1)
+    assert ranks(POSITIONS).tolist() == ranks(similarities).tolist()
+    for _ in range(50):
+        generator = rng.normal(size=5)
+        assert alignment_flags(POSITIONS, generator) == alignment_flags(similarities, generator)
+    assert warg(POSITIONS, [0, 1, 0, 0, 0]) != pytest.approx(warg(similarities, [0, 1, 0, 0, 0]))
 
 
 def test_wasted_retrieval_and_noise_distraction():

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import matplotlib
 import numpy as np
 import pytest
 
-from mechrag.metrics.alignment import warg
+from mechrag.errors import InputError
+from mechrag.metrics.agreement import spearman
+from mechrag.metrics.alignment import alignment_flags, ranks, warg
 from mechrag.pipeline import PipelineExplanation, explain
+from mechrag.retrieval.conditions import PromptConditions
 from mechrag.retrieval.corpus import Corpus
 from mechrag.retrieval.retriever import Retriever
 
@@ -43,7 +47,9 @@ def explanation(tiny_retriever, tiny_llama) -> PipelineExplanation:
 def test_explanation_holds_both_sides(explanation, tiny_retriever):
     hits = tiny_retriever.search("where did the cat sit", 3)
     assert [d.id for d in explanation.documents] == [h.document.id for h in hits]
-    np.testing.assert_allclose(explanation.retriever_scores, [h.score for h in hits], rtol=1e-5)
+    np.testing.assert_allclose(explanation.similarities, [h.score for h in hits], rtol=1e-5)
+    assert explanation.retriever_score_kind == "position"  # the default
+    assert explanation.retriever_scores.tolist() == [2.0, 1.0, 0.0]
     n_tokens = len(explanation.generator.response_ids)
     assert explanation.generator.token_scores.shape == (3, n_tokens)
     np.testing.assert_allclose(
@@ -60,6 +66,8 @@ def test_alignment_and_frame(explanation):
     assert set(explanation.flags) == {"wr@1", "nd@1", "wr@3", "nd@3"}  # k <= 3 documents
     frame = explanation.to_frame()
     assert frame["retriever_rank"].tolist() == [1, 2, 3]
+    assert frame["retriever_score"].tolist() == [2.0, 1.0, 0.0]
+    np.testing.assert_array_equal(frame["similarity"], explanation.similarities)
     assert sorted(frame["generator_rank"]) == [1, 2, 3]
     data = json.loads(explanation.to_json())
     assert data["warg"] == pytest.approx(expected)
@@ -82,7 +90,35 @@ def test_round_trip_through_json(explanation):
         assert ours.to_dict() == theirs.to_dict()
     assert (restored.tau, restored.generator_aipc) == (explanation.tau, explanation.generator_aipc)
     assert restored.metadata == explanation.metadata
+    assert restored.retriever_score_kind == "position"
     assert restored.to_dict() == data
+
+
+def test_reads_explanations_written_before_retriever_score_kinds(explanation):
+    """Old files have no ``retriever_score_kind`` and no ``similarity`` column: their
+    ``retriever_score`` was the similarity."""
+    data = json.loads(explanation.to_json())
+    del data["retriever_score_kind"]
+    for row in data["documents"]:
+        row["retriever_score"] = row.pop("similarity")
+    restored = PipelineExplanation.from_dict(data)
+    assert restored.retriever_score_kind == "similarity"
+    np.testing.assert_array_equal(restored.retriever_scores, explanation.similarities)
+
+
+def test_c1_positions_rank_like_similarities(explanation):
+    """In c1 the prompt is the retrieval ranking: both kinds give the same ranks, flags and
+    Spearman; WARG reads the kind chosen."""
+    by_similarity = dataclasses.replace(explanation, retriever_score_kind="similarity")
+    positions, similarities = explanation.retriever_scores, by_similarity.retriever_scores
+    np.testing.assert_array_equal(ranks(positions), ranks(similarities))
+    assert explanation.flags == by_similarity.flags
+    assert explanation.summary()["spearman"] == pytest.approx(by_similarity.summary()["spearman"])
+    generator = explanation.generator.scores
+    assert explanation.warg == warg(positions, generator)
+    assert by_similarity.warg == warg(similarities, generator)
+    assert explanation.flags == alignment_flags(similarities, generator, (1, 3))
+    assert spearman(positions, generator) == pytest.approx(spearman(similarities, generator))
 
 
 def test_save_writes_explanation_json_and_plots(explanation, tmp_path):
@@ -140,7 +176,7 @@ def test_plots(explanation):
         (id_, tuple(rank)) for id_, rank in zip(frame["document_id"], expected)
     ]
     assert (ranks.get_xlabel(), ranks.get_ylabel()) == (
-        "retriever rank (similarity)",
+        f"retriever rank ({explanation.retriever_score_kind})",
         "generator rank (attribution)",
     )
     assert ranks.get_title().startswith(f"WARG = {explanation.warg:.2f}")
@@ -148,6 +184,7 @@ def test_plots(explanation):
 
 
 def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
+    options = dict(explain_query=False, explain_documents=False, max_new_tokens=3)
     result = explain(
         "a red dog",
         tiny_retriever,
@@ -155,15 +192,37 @@ def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
         k=2,
         condition="c3",
         seed=1,
-        explain_query=False,
-        explain_documents=False,
-        max_new_tokens=3,
         generator_aipc=True,
+        **options,
     )
-    assert result.condition.retrieved == [False, True, True]  # ceil(2 / 2) random first
+    # the paper's c3: k // 2 = 1 random document first, then the top k - 1
+    assert result.condition.retrieved == [False, True]
+    assert result.condition.documents[1] == result.hits[0].document
     assert not result.condition.ranked
-    assert len(result.retriever_scores) == 3
+    assert result.retriever_scores.tolist() == [1.0, 0.0]  # by slot: the random one first
+    np.testing.assert_allclose(
+        result.similarities,
+        tiny_retriever.scores("a red dog", result.condition.documents),
+        rtol=1e-6,
+    )
+    assert result.metadata["conditions"] == {"preset": "paper", "n_random": None, "seed": 1}
     assert result.generator_aipc is not None and np.isfinite(result.generator_aipc)
+    restored = PipelineExplanation.from_dict(json.loads(result.to_json()))
+    assert restored.hits == result.hits  # the hit the prompt did not show travels in the JSON
+    code = explain(
+        "a red dog",
+        tiny_retriever,
+        tiny_llama,
+        k=2,
+        condition="c3",
+        conditions=PromptConditions(preset="code", n_random=1, seed=1),
+        retriever_scores="similarity",
+        **options,
+    )
+    assert code.condition.retrieved == [False, True, True]  # B2: 1 random, then the top 2
+    np.testing.assert_array_equal(code.retriever_scores, code.similarities)
+    with pytest.raises(InputError, match="retriever_scores"):
+        explain("a red dog", tiny_retriever, tiny_llama, retriever_scores="rank", **options)
 
 
 def _explain_parser():

@@ -1,4 +1,6 @@
-"""Retriever: encoder pooling, FAISS search, corpus, conditions, integrated gradients (Captum)."""
+"""Retriever: encoder pooling, FAISS search, corpus, integrated gradients (Captum).
+
+The prompt conditions are tested in test_conditions.py."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import torch
 from captum.attr import LayerIntegratedGradients
 from transformers import BertConfig, BertModel, BertTokenizerFast
 
-from mechrag.retrieval.conditions import CONDITIONS, prompt_condition
 from mechrag.retrieval.corpus import Corpus, build_corpus
 from mechrag.retrieval.encoder import DenseEncoder
 from mechrag.retrieval.index import FlatIndex
@@ -101,45 +102,37 @@ def test_corpus_from_shipped_samples_dedupes_and_keeps_provenance():
     assert len(gold) == 4
 
 
-@pytest.mark.parametrize("name", CONDITIONS)
-def test_prompt_conditions(name):
-    corpus = Corpus.from_texts([f"document number {i}" for i in range(20)])
-    top = list(corpus[:4])
-    condition = prompt_condition(name, top, corpus, seed=3)
-    assert condition.ranked == (name == "c1")
-    assert (condition.instruction is not None) == (name == "c1")
-    ids = [d.id for d in condition.documents]
-    assert len(set(ids)) == len(ids)
-    kept_top = [d.id for d, r in zip(condition.documents, condition.retrieved) if r]
-    assert sorted(kept_top) == sorted(d.id for d in top)
-    if name == "c1":
-        assert ids == [d.id for d in top]
-    else:
-        assert len(ids) == 6  # ceil(4 / 2) random documents
-        c2 = prompt_condition("c2", top, corpus, seed=3)
-        assert sorted(ids) == sorted(d.id for d in c2.documents)
-    if name == "c2":
-        assert ids[:4] == [d.id for d in top]
-    if name == "c3":
-        assert ids[2:] == [d.id for d in top]
-    assert [d.id for d in prompt_condition(name, top, corpus, seed=3).documents] == ids
-
-
-def _hand_ig(encoder, text, fixed, baseline_embeddings, alphas, weights) -> np.ndarray:
+def _hand_ig(score, inputs, baselines, alphas, weights) -> np.ndarray:
     """Reference IG: a weighted sum of autograd gradients along the straight path."""
-    batch = encoder.tokenize([text])
-    with torch.no_grad():
-        inputs = encoder.word_embeddings(batch["input_ids"])
     total = torch.zeros_like(inputs)
     for alpha, weight in zip(alphas, weights):
-        point = (baseline_embeddings + alpha * (inputs - baseline_embeddings)).requires_grad_()
-        score = (encoder.embed_from_word_embeddings(point, batch["attention_mask"]) @ fixed.T).sum()
-        (gradient,) = torch.autograd.grad(score, point)
+        point = (baselines + alpha * (inputs - baselines)).requires_grad_()
+        (gradient,) = torch.autograd.grad(score(point), point)
         total += weight * gradient
-    return ((inputs - baseline_embeddings) * total)[0].sum(-1).double().numpy()
+    return ((inputs - baselines) * total)[0].sum(-1).double().numpy()
 
 
-@pytest.mark.parametrize("baseline", ["unk", "zero"])
+def _replace_output(module, output):
+    """A forward hook that makes ``module`` return ``output`` (a callable: of its own output)."""
+    return module.register_forward_hook(
+        lambda _, args, own: output(own) if callable(output) else output
+    )
+
+
+def _zeroed_embedding_output(encoder, text, fixed) -> float:
+    """The paper's zero baseline, built directly: the embeddings module's output (word +
+    position + token type, normalised) is zero at every non-special token."""
+    batch = encoder.tokenize([text])
+    keep = special_token_mask(encoder, batch["input_ids"]).unsqueeze(-1)
+    handle = _replace_output(encoder.model.embeddings, lambda own: own * keep)
+    try:
+        embedding = encoder.embed_ids(batch["input_ids"], batch["attention_mask"])
+    finally:
+        handle.remove()
+    return float((embedding @ fixed.T).sum())
+
+
+@pytest.mark.parametrize("baseline", ["unk", "zero", "zero_all"])
 @pytest.mark.parametrize("method", ["gausslegendre", "riemann_trapezoid"])
 def test_ig_equals_hand_written_quadrature(tiny_encoder, baseline, method):
     n = 16
@@ -152,12 +145,32 @@ def test_ig_equals_hand_written_quadrature(tiny_encoder, baseline, method):
         weights[[0, -1]] /= 2
     text = "the cats sat on the red mat"
     fixed = tiny_encoder.encode(["dog ran far", "red cat"])
-    ig = RetrieverIntegratedGradients(tiny_encoder, baseline=baseline, n_steps=n, method=method)
-    result = ig.explain_query(text, fixed)
-    ids = tiny_encoder.tokenize([text])["input_ids"]
-    reference = _hand_ig(
-        tiny_encoder, text, fixed, ig.baseline_embeddings(tiny_encoder, ids), alphas, weights
+    ig = RetrieverIntegratedGradients(
+        tiny_encoder, baseline=baseline, n_steps=n, method=method, warn=False
     )
+    result = ig.explain_query(text, fixed)
+    batch = tiny_encoder.tokenize([text])
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    if baseline == "zero_all":  # on the embeddings module's output, zero there
+        embeddings = tiny_encoder.model.embeddings
+        with torch.no_grad():
+            inputs = embeddings(input_ids=ids)
+        baselines = inputs * special_token_mask(tiny_encoder, ids).unsqueeze(-1)
+
+        def score(point):
+            handle = _replace_output(embeddings, point)
+            try:
+                hidden = tiny_encoder.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            finally:
+                handle.remove()
+            return (tiny_encoder.pool(hidden, mask) @ fixed.T).sum()
+    else:
+        inputs, baselines = ig.integration_inputs(tiny_encoder, ids, mask)
+
+        def score(point):
+            return (tiny_encoder.embed_from_word_embeddings(point, mask) @ fixed.T).sum()
+
+    reference = _hand_ig(score, inputs, baselines, alphas, weights)
     np.testing.assert_allclose(result.scores, reference, rtol=1e-4, atol=1e-7)
     assert result.scores[0] == 0 and result.scores[-1] == 0  # [CLS] and [SEP] keep embeddings
 
@@ -178,6 +191,48 @@ def test_ig_matches_layer_integrated_gradients_on_word_embeddings(tiny_encoder):
     expected = layer.attribute(ids, baselines=unk_ids, n_steps=20).sum(-1)[0]
     ours = RetrieverIntegratedGradients(tiny_encoder, n_steps=20).explain_query(text, fixed)
     np.testing.assert_allclose(ours.scores, expected.detach().numpy(), rtol=1e-4, atol=1e-7)
+
+
+def test_zero_all_baseline_zeroes_the_whole_input_embedding(tmp_path):
+    """``zero_all`` (RAG-E v1 §5.1: zeros "discarding the positional embeddings") scores the
+    input with its whole embedding zero, unlike ``zero``; IG over it is complete:
+    ``Σ IG = s(input) − s(baseline)``."""
+    encoder = _tiny_encoder(tmp_path, initializer_range=0.5)  # position embeddings matter
+    text, fixed = "the dog ran far on the red mat", encoder.encode(["red cat", "the mat"])
+    paper = RetrieverIntegratedGradients(encoder, baseline="zero_all", n_steps=200)
+    words_only = RetrieverIntegratedGradients(encoder, baseline="zero", n_steps=200)
+    result, kept_positions = paper.explain_query(text, fixed), words_only.explain_query(text, fixed)
+    expected = _zeroed_embedding_output(encoder, text, fixed)
+    assert result.baseline_target == pytest.approx(expected, abs=1e-6)
+    assert abs(kept_positions.baseline_target - expected) > 1e-2  # the two baselines differ
+    assert result.target == pytest.approx(kept_positions.target, abs=1e-6)
+    assert result.scores.sum() == pytest.approx(result.target - result.baseline_target, rel=1e-3)
+    assert result.scores[0] == 0 and result.scores[-1] == 0  # [CLS] and [SEP] keep everything
+
+
+def test_zeroing_before_the_layernorm_leaves_a_flat_path(tmp_path):
+    """Why ``zero_all`` zeroes the embeddings module's output and not the sum it normalises:
+    along ``α · (word + position + token type)`` the score stays put for every ``α > 0`` (the
+    LayerNorm removes the scale) and jumps at ``α = 0``, so IG from there would be about 0."""
+    encoder = _tiny_encoder(tmp_path, initializer_range=0.5)
+    text, fixed = "the dog ran far on the red mat", encoder.encode(["red cat"])
+    batch = encoder.tokenize([text])
+    keep = special_token_mask(encoder, batch["input_ids"]).unsqueeze(-1)
+
+    def score(alpha: float) -> float:
+        def scale(module, args):
+            return (args[0] * (keep + alpha * ~keep),)
+
+        handle = encoder.model.embeddings.LayerNorm.register_forward_pre_hook(scale)
+        try:
+            embedding = encoder.embed_ids(batch["input_ids"], batch["attention_mask"])
+        finally:
+            handle.remove()
+        return float((embedding @ fixed.T).sum())
+
+    path = [score(alpha) for alpha in (1e-3, 0.1, 0.5, 1.0)]
+    assert max(path) - min(path) < 1e-5
+    assert abs(score(0.0) - path[-1]) > 1e-2
 
 
 def test_completeness_is_reported_and_warned(tmp_path):

@@ -1,8 +1,13 @@
 """Retriever-generator alignment: WARG, Wasted Retrieval, Noise Distraction, AIPC.
 
 Plain functions on score arrays over the same documents (one entry per document in the prompt):
-``retriever`` holds the retriever's similarity scores, ``generator`` the generator's document
-attributions (e.g. Shapley values of the response's token probabilities).
+``retriever`` holds the retriever's scores, ``generator`` the generator's document attributions
+(e.g. Shapley values of the response's token probabilities).
+
+The retriever's scores are either its similarities or, as RAG-E's code scores its prompt
+conditions, the prompt positions (:func:`position_scores`: ``[n − 1, ..., 0]``, the first slot
+highest). Every function here reads whichever it is given; :func:`mechrag.pipeline.explain`
+chooses (``retriever_scores="position" | "similarity"``).
 
 Ranks and ``k`` count from 1: "top k" is the set of the ``k`` highest scores (ranks 1..k, ties
 broken by document order), so ``k = 1`` is the single best document.
@@ -30,6 +35,23 @@ def _pair(retriever, generator) -> tuple[np.ndarray, np.ndarray]:
             f"{generator.shape}"
         )
     return retriever, generator
+
+
+def position_scores(n_documents: int) -> Scores:
+    """Retriever scores by prompt slot: ``[n − 1, ..., 0]``, slot 0 (first in the prompt) highest.
+
+    RAG-E's code scores the retriever this way in its prompt conditions (``RET_SCORES =
+    [9, 8, ..., 0]``, "pos 0 = top ranked", "position-based ground truth", for WARG, Spearman and
+    Pearson alike; scripts/data/plot_warg_tau.py of k-randl/Interpretable_RAG). The score follows
+    the slot, not the document: a random document placed first scores ``n − 1``, so in a prompt
+    that puts random documents before the retrieved ones (c3) a generator that reads the
+    retrieved documents gets a negative WARG. Where the prompt is the top ``k`` in rank order (c1)
+    these scores rank the documents as the similarities do (the WARG values differ: positions
+    are evenly spaced, similarities are not).
+    """
+    if n_documents < 1:
+        raise InputError(f"need at least one document, got {n_documents}")
+    return np.arange(n_documents - 1, -1, -1, dtype=float)
 
 
 def ranks(scores: Scores) -> np.ndarray:
@@ -68,7 +90,11 @@ def warg(retriever: Scores, generator: Scores, tau: float = WARG_TAU) -> float:
     document above the threshold, e.g. no positive attribution) and ``h = |D|`` (possible only for
     ``tau < 1``: it relies on all documents alike) leave no split to compare, and when the
     retriever's top ``h`` and the rest tie on average (e.g. all scores equal) the retriever ranks
-    nothing for the generator to agree with.
+    nothing for the generator to agree with. (RAG-E's code, ``RAGExplanation.warg``, gives a
+    nonzero value at ``h = 0`` and ``h = |D|`` and NaN for a zero denominator.) Its oracle takes
+    the first ``h`` scores in list order, which is the top ``h`` only for descending scores such
+    as :func:`position_scores`; we sort, so both agree there and ours stays right for any order.
+    With :func:`position_scores` the denominator is positive whenever ``0 < h < |D|``.
     """
     retriever, generator = _pair(retriever, generator)
     high = generator_high_set(generator, tau)
@@ -84,13 +110,21 @@ def warg(retriever: Scores, generator: Scores, tau: float = WARG_TAU) -> float:
 
 
 def wasted_retrieval(retriever: Scores, generator: Scores, k: int) -> bool:
-    """The retriever's top document is not among the generator's top ``k`` (ranks 1..k)."""
+    """The retriever's top document is not among the generator's top ``k`` (ranks 1..k).
+
+    RAG-E (v1 §5.2) flags it at ``k = 3``. With :func:`position_scores` the retriever's top
+    document is the one in the first prompt slot, as in RAG-E's code, where retriever ranks are
+    prompt positions.
+    """
     retriever, generator = _pair(retriever, generator)
     return int(top_k(retriever, 1)[0]) not in set(top_k(generator, k).tolist())
 
 
 def noise_distraction(retriever: Scores, generator: Scores, k: int) -> bool:
-    """The generator's top document is not among the retriever's top ``k`` (ranks 1..k)."""
+    """The generator's top document is not among the retriever's top ``k`` (ranks 1..k).
+
+    With :func:`position_scores`: not among the first ``k`` prompt slots (RAG-E v1 §5.2, k = 3).
+    """
     retriever, generator = _pair(retriever, generator)
     return int(top_k(generator, 1)[0]) not in set(top_k(retriever, k).tolist())
 

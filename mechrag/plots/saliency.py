@@ -57,8 +57,18 @@ def plot_token_saliency(attribution, ax=None, cmap="RdBu_r", title: str | None =
     return fig
 
 
-def plot_rank_agreement(retriever_scores, generator_scores, labels=None, ax=None, title=None):
-    """Retriever rank (x) against generator rank (y), one point per document; 1 = top."""
+def plot_rank_agreement(
+    retriever_scores,
+    generator_scores,
+    labels=None,
+    ax=None,
+    title=None,
+    retriever_score_kind: str = "similarity",
+):
+    """Retriever rank (x) against generator rank (y), one point per document; 1 = top.
+
+    ``retriever_score_kind`` names what ranks the retriever side (``similarity`` or the prompt
+    ``position``), for the axis label."""
     retriever_ranks, generator_ranks = ranks(retriever_scores), ranks(generator_scores)
     n = len(retriever_ranks)
     fig, ax = figure_and_axes(ax, (4.5, 4.5))
@@ -72,7 +82,7 @@ def plot_rank_agreement(retriever_scores, generator_scores, labels=None, ax=None
             xytext=(4, 4),
             textcoords="offset points",
         )
-    ax.set_xlabel("retriever rank (similarity)")
+    ax.set_xlabel(f"retriever rank ({retriever_score_kind})")
     ax.set_ylabel("generator rank (attribution)")
     ax.set_xticks(range(1, n + 1))
     ax.set_yticks(range(1, n + 1))

@@ -5,14 +5,16 @@ from mechrag._lazy import lazy_exports
 # Module -> the public names it defines, imported on first use (faiss, captum and torch load
 # only then).
 _MODULES = {
-    "mechrag.retrieval.conditions": ("CONDITIONS", "PromptCondition", "prompt_condition"),
+    "mechrag.retrieval.conditions": (
+        "CONDITIONS", "PRESETS", "PromptCondition", "PromptConditions", "prompt_condition",
+    ),
     "mechrag.retrieval.corpus": ("Corpus", "Document", "Origin", "build_corpus"),
     "mechrag.retrieval.encoder": ("DenseEncoder", "embedded_encoder_path", "load_encoder"),
     "mechrag.retrieval.index": ("FlatIndex",),
     "mechrag.retrieval.integrated_gradients": (
         "RetrieverIntegratedGradients", "TokenAttribution", "merge_wordpieces",
     ),
-    "mechrag.retrieval.options": ("BASELINES",),
+    "mechrag.retrieval.options": ("BASELINES", "RETRIEVER_SCORES"),
     "mechrag.retrieval.perturbation": ("token_aipc", "token_removal_value"),
     "mechrag.retrieval.retriever": ("Hit", "Retriever"),
 }

@@ -1,20 +1,44 @@
-"""RAG-E prompt conditions: which documents the generator sees, in which order.
+"""RAG-E prompt conditions (arXiv 2601.21803): which documents the generator sees, in which order.
 
-Each condition is a pure function of the retriever's ranked hits (best first), the corpus and a
-seed; it returns a :class:`PromptCondition`: the ordered documents and whether the prompt may
-say they are ranked by relevance (only ``c1``, where they are).
+A configured :class:`PromptConditions` builds each condition from the retriever's ranked top
+``k`` (best first) and the corpus; the result is a :class:`PromptCondition`: the ordered
+documents, which of them were retrieved, and whether the prompt may say they are ranked by
+relevance (only ``c1``, where they are). Two presets:
 
-- ``c1``: the retriever's top ``k`` in rank order.
-- ``c2``: the top ``k`` first, then ``n_random`` random corpus documents (not in the top ``k``).
-- ``c3``: the same random documents first, then the top ``k`` in rank order.
-- ``c4``: the documents of ``c2`` shuffled.
+``preset="paper"``, the conditions as the paper's text gives them (``k = 10`` there): the prompt
+always holds ``k`` documents.
 
-``c2``-``c4`` draw the same random documents for the same seed, so they differ only in order.
+- ``c1``: the top ``k`` in rank order.
+- ``c2``: the top ``k − n_random`` in rank order, then ``n_random`` random documents
+  (``n_random = k // 2``: top-5 then 5 random).
+- ``c3``: the same random documents first, then the same top ``k − n_random``.
+- ``c4``: the top ``k`` shuffled (no random documents).
+
+``preset="code"``, the official code's variant (``PromptPerturbationModule.generate_setup_b`` in
+src/experiments/perturbations.py of k-randl/Interpretable_RAG, ``k = 5`` in
+scripts/data/perturb_popqa.py; its plots label B1/B2 as c2/c3): the prompt holds ``k +
+n_random`` documents, ``n_random = k``.
+
+- ``c1``: the top ``k`` in rank order.
+- ``c2`` (B1): the top ``k``, then ``n_random`` random documents.
+- ``c3`` (B2): the same random documents, then the top ``k``.
+- ``c4`` (B3): the documents of ``c2`` shuffled.
+
+Random documents are drawn uniformly without replacement from the corpus documents outside the
+retrieved top ``k`` (all ``k``, also under ``"paper"``, whose ``c2``/``c3`` show only part of
+them) and placed in the order drawn. Seeds: every condition starts a fresh
+``numpy.random.default_rng(seed)``, draws its random documents first and then, for ``c4``, one
+permutation; so for one seed ``c2``, ``c3`` and the code's ``c4`` hold the same random
+documents. (The official code seeds Python's ``random`` once with 42 for a whole run and calls
+``random.sample`` and ``random.shuffle``: the same design, not the same draws.)
+
+mechrag before issue 18 built the code's layout with ``ceil(k / 2)`` random documents, sorted
+into corpus order, and shuffled ``c4`` with ``seed + 1``; ``PromptConditions(preset="code",
+n_random=ceil(k / 2))`` is that design with unsorted draws.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,6 +48,7 @@ from mechrag.errors import InputError
 from mechrag.retrieval.corpus import Corpus, Document
 
 CONDITIONS = ("c1", "c2", "c3", "c4")
+PRESETS = ("paper", "code")
 RANKED_INSTRUCTION = "The documents are ranked by relevance to the question, most relevant first."
 
 
@@ -42,42 +67,88 @@ class PromptCondition:
         return RANKED_INSTRUCTION if self.ranked else None
 
 
-def default_random_count(k: int) -> int:
-    """``ceil(k / 2)`` random documents, as in RAG-E."""
-    return math.ceil(k / 2)
-
-
 def random_documents(
-    corpus: Corpus, exclude: Sequence[Document], count: int, seed: int
+    corpus: Corpus, exclude: Sequence[Document], count: int, rng: np.random.Generator
 ) -> list[Document]:
-    """``count`` corpus documents outside ``exclude``, drawn without replacement (seeded)."""
+    """``count`` corpus documents outside ``exclude``, uniformly without replacement, in the
+    order drawn."""
     excluded = {d.id for d in exclude}
     pool = [d for d in corpus if d.id not in excluded]
     if count > len(pool):
         raise InputError(f"the corpus has only {len(pool)} documents outside the top k")
-    rng = np.random.default_rng(seed)
-    return [pool[i] for i in sorted(rng.choice(len(pool), count, replace=False))]
+    return [pool[i] for i in rng.choice(len(pool), count, replace=False)]
+
+
+@dataclass(frozen=True)
+class PromptConditions:
+    """The RAG-E prompt conditions of one preset (see the module docstring).
+
+    ``preset``: ``"paper"`` (default) or ``"code"``; ``n_random``: how many random documents
+    ``c2``-``c4`` mix in (default ``k // 2`` for ``"paper"``, ``k`` for ``"code"``; unused by
+    the paper's ``c4``); ``seed`` seeds the draw and the shuffle.
+    """
+
+    preset: str = "paper"
+    n_random: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise InputError(f"unknown preset {self.preset!r}: choose from {PRESETS}")
+        if self.n_random is not None and self.n_random < 1:
+            raise InputError(f"n_random must be at least 1, got {self.n_random}")
+
+    def random_count(self, k: int) -> int:
+        """The number of random documents ``c2``/``c3`` mix into a top ``k``."""
+        if self.n_random is not None:
+            return self.n_random
+        return k // 2 if self.preset == "paper" else k
+
+    def build(self, name: str, top: Sequence[Document], corpus: Corpus) -> PromptCondition:
+        """The documents of condition ``name`` for the ranked ``top`` documents (best first)."""
+        if name not in CONDITIONS:
+            raise InputError(f"unknown condition {name!r}: choose from {CONDITIONS}")
+        top = list(top)
+        if name == "c1":
+            return PromptCondition(name, top, [True] * len(top), ranked=True)
+        rng = np.random.default_rng(self.seed)
+        if self.preset == "paper" and name == "c4":
+            return _shuffled(name, top, [True] * len(top), rng)
+        count = self.random_count(len(top))
+        if self.preset == "paper" and not 1 <= count < len(top):
+            raise InputError(
+                f"the paper's {name} shows the top k - n_random and n_random random documents: "
+                f"needs 1 <= n_random < k, got n_random = {count}, k = {len(top)}"
+            )
+        noise = random_documents(corpus, top, count, rng)
+        shown = top[: len(top) - count] if self.preset == "paper" else top
+        if name == "c3":
+            return PromptCondition(
+                name, noise + shown, [False] * len(noise) + [True] * len(shown), ranked=False
+            )
+        documents, retrieved = shown + noise, [True] * len(shown) + [False] * len(noise)
+        if name == "c4":
+            return _shuffled(name, documents, retrieved, rng)
+        return PromptCondition(name, documents, retrieved, ranked=False)
+
+
+def _shuffled(
+    name: str, documents: list[Document], retrieved: list[bool], rng: np.random.Generator
+) -> PromptCondition:
+    order = rng.permutation(len(documents))
+    return PromptCondition(
+        name, [documents[i] for i in order], [retrieved[i] for i in order], ranked=False
+    )
 
 
 def prompt_condition(
     name: str,
     top: Sequence[Document],
     corpus: Corpus,
+    *,
+    preset: str = "paper",
     n_random: int | None = None,
     seed: int = 0,
 ) -> PromptCondition:
-    """The documents of condition ``name`` for the ranked ``top`` documents (best first)."""
-    if name not in CONDITIONS:
-        raise InputError(f"unknown condition {name!r}: choose from {CONDITIONS}")
-    top = list(top)
-    if name == "c1":
-        return PromptCondition(name, top, [True] * len(top), ranked=True)
-    n_random = default_random_count(len(top)) if n_random is None else n_random
-    noise = random_documents(corpus, top, n_random, seed)
-    if name == "c3":
-        return PromptCondition(name, noise + top, [False] * len(noise) + [True] * len(top), False)
-    documents, retrieved = top + noise, [True] * len(top) + [False] * len(noise)
-    if name == "c4":
-        order = np.random.default_rng(seed + 1).permutation(len(documents))
-        documents, retrieved = [documents[i] for i in order], [retrieved[i] for i in order]
-    return PromptCondition(name, documents, retrieved, ranked=False)
+    """``PromptConditions(preset, n_random, seed).build(name, top, corpus)`` in one call."""
+    return PromptConditions(preset, n_random, seed).build(name, top, corpus)

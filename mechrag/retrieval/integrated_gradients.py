@@ -5,7 +5,8 @@ encoders). Each side is explained separately with the other held fixed: a docume
 explanation targets ``s(q, d)`` with the query embedding precomputed; the query's explanation
 targets ``Σ_j s(q, d_j)`` over the ``k`` retrieved documents (their embeddings precomputed).
 
-Attributions live on the word-embedding layer's output ``x`` (one vector per token):
+Attributions live on the word-embedding layer's output ``x`` (one vector per token; for the
+``zero_all`` baseline on the embeddings module's output, see below):
 
     IG_i = (x_i − x'_i) · ∫₀¹ ∂s(x' + α(x − x'))/∂x_i dα,   summed over the embedding dimension.
 
@@ -16,6 +17,23 @@ ids and so cannot express the zero-embedding baseline; we therefore run Captum's
 ``IntegratedGradients`` on the word-embedding output directly (the model receives
 ``inputs_embeds``), which is the computation ``LayerIntegratedGradients`` performs on that layer;
 a test checks that both agree for an ``[UNK]`` baseline.
+
+Two zero baselines. RAG-E (v1 §5.1; App. D: the input is ``Φ(x) = Wx + p``) describes its zero
+baseline as "zeros (discarding the positional embeddings)": the whole input embedding is zero.
+
+- ``"zero"`` zeroes the word embeddings only; the model still adds the position (and token-type)
+  embeddings. This is what RAG-E's official code computes (and mechrag did before issue 18).
+- ``"zero_all"`` follows the paper as far as IG allows: IG runs on the embeddings module's output
+  (``model.embeddings``: in BERT ``LayerNorm(word + position + token type)``, what the first
+  layer receives), and the baseline is zero there at every non-special token. The attributions
+  then live on that output instead of the word embeddings; completeness holds alike
+  (``Σ IG = s(x) − s(x')`` with ``s(x')`` the score of the zeroed input).
+
+  Zeroing the sum *before* the LayerNorm instead (the literal ``Wx + p = 0``) would make IG
+  meaningless: ``LayerNorm(α z)`` is the same for every ``α`` above about ``sqrt(ε) / std(z)``,
+  so the path is flat and the whole change ``s(x) − s(x')`` sits in a jump at ``α = 0``
+  (``Σ IG ≈ 0`` at any number of steps; a test shows the flat path on a tiny BERT). The paper
+  does not say where its zeros enter; the official code has only the word-embedding ``"zero"``.
 
 Integration: Captum's default Gauss-Legendre rule with ``n_steps = 100`` nodes. Its weights sum
 to exactly 1 and it is exact for polynomials of degree ``2n − 1``; on all-MiniLM-L6-v2 it meets
@@ -118,7 +136,8 @@ def merge_wordpieces(
 class RetrieverIntegratedGradients:
     """Integrated gradients of the retrieval similarity, one side at a time.
 
-    ``baseline``: ``"unk"`` | ``"pad"`` | ``"mask"`` | ``"zero"``; ``method``:
+    ``baseline``: ``"unk"`` | ``"pad"`` | ``"mask"`` | ``"zero"`` | ``"zero_all"`` (see the module
+    docstring); ``method``:
     ``"gausslegendre"`` (default) or ``"riemann_trapezoid"`` (interval widths ``1/(n − 1)``);
     ``internal_batch_size`` bounds how many interpolation points run at once.
     """
@@ -166,20 +185,38 @@ class RetrieverIntegratedGradients:
             self.document_encoder, document_text, query_embedding[None], "document"
         )
 
-    def baseline_embeddings(
-        self, encoder: DenseEncoder, input_ids: Int[torch.Tensor, "1 seq"]
-    ) -> Float[torch.Tensor, "1 seq d_embed"]:
-        """Baseline word embeddings: non-special tokens replaced, special tokens kept."""
+    def integration_inputs(
+        self,
+        encoder: DenseEncoder,
+        input_ids: Int[torch.Tensor, "1 seq"],
+        attention_mask: Int[torch.Tensor, "1 seq"],
+    ) -> tuple[Float[torch.Tensor, "1 seq d"], Float[torch.Tensor, "1 seq d"]]:
+        """``(x, x')`` on the layer IG integrates over (the word embeddings; the embeddings
+        module's output for ``zero_all``): non-special tokens replaced, special tokens kept."""
         special = special_token_mask(encoder, input_ids)
         with torch.no_grad():
+            if self.baseline == "zero_all":
+                inputs = embedding_output(encoder, input_ids, attention_mask)
+                return inputs, inputs * special.unsqueeze(-1)
+            inputs = encoder.word_embeddings(input_ids)
             if self.baseline == "zero":
-                embeddings = encoder.word_embeddings(input_ids)
-                return embeddings * special.unsqueeze(-1)
+                return inputs, inputs * special.unsqueeze(-1)
             replacement = getattr(encoder.tokenizer, f"{self.baseline}_token_id")
             if replacement is None:
                 raise InputError(f"the tokenizer has no [{self.baseline.upper()}] token")
             baseline_ids = torch.where(special, input_ids, torch.full_like(input_ids, replacement))
-            return encoder.word_embeddings(baseline_ids)
+            return inputs, encoder.word_embeddings(baseline_ids)
+
+    def embed(
+        self,
+        encoder: DenseEncoder,
+        values: Float[torch.Tensor, "batch seq d"],
+        attention_mask: Int[torch.Tensor, "batch seq"],
+    ) -> Float[torch.Tensor, "batch d_out"]:
+        """The text's embedding as a function of the integrated layer's values."""
+        if self.baseline == "zero_all":
+            return embed_from_embedding_output(encoder, values, attention_mask)
+        return encoder.embed_from_word_embeddings(values, attention_mask)
 
     def attribute(
         self,
@@ -188,17 +225,16 @@ class RetrieverIntegratedGradients:
         fixed: Float[torch.Tensor, "m d"],
         side: str,
     ) -> TokenAttribution:
-        """IG of ``Σ_j E(text) · fixed_j`` on ``text``'s word embeddings."""
+        """IG of ``Σ_j E(text) · fixed_j`` on ``text``'s word embeddings (``zero_all``: on the
+        embeddings module's output)."""
         batch = encoder.tokenize([text])
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
         fixed = fixed.detach().to(torch.float32)
 
-        def similarity(word_embeddings, mask):
-            return (encoder.embed_from_word_embeddings(word_embeddings, mask) @ fixed.T).sum(-1)
+        def similarity(values, mask):
+            return (self.embed(encoder, values, mask) @ fixed.T).sum(-1)
 
-        with torch.no_grad():
-            inputs = encoder.word_embeddings(input_ids)
-        baselines = self.baseline_embeddings(encoder, input_ids)
+        inputs, baselines = self.integration_inputs(encoder, input_ids, attention_mask)
         integrated = IntegratedGradients(similarity)
         attributions = integrated.attribute(
             inputs,
@@ -235,6 +271,45 @@ class RetrieverIntegratedGradients:
                 stacklevel=2,
             )
         return result
+
+
+def embedding_output(
+    encoder: DenseEncoder,
+    input_ids: Int[torch.Tensor, "1 seq"],
+    attention_mask: Int[torch.Tensor, "1 seq"],
+) -> Float[torch.Tensor, "1 seq d"]:
+    """The output of the encoder's embeddings module (``model.embeddings``) for ``input_ids``."""
+    captured = []
+    handle = _embeddings_module(encoder).register_forward_hook(
+        lambda module, args, output: captured.append(output)
+    )
+    try:
+        encoder.embed_ids(input_ids, attention_mask)
+    finally:
+        handle.remove()
+    return captured[0]
+
+
+def embed_from_embedding_output(
+    encoder: DenseEncoder,
+    values: Float[torch.Tensor, "batch seq d"],
+    attention_mask: Int[torch.Tensor, "batch seq"],
+) -> Float[torch.Tensor, "batch d_out"]:
+    """Embeddings with the embeddings module's output replaced by ``values`` (differentiable in
+    them; the module still runs, on zero word embeddings, and its output is discarded)."""
+    word_shape = (*values.shape[:2], encoder.word_embeddings.embedding_dim)
+    handle = _embeddings_module(encoder).register_forward_hook(lambda module, args, output: values)
+    try:
+        return encoder.embed_from_word_embeddings(values.new_zeros(word_shape), attention_mask)
+    finally:
+        handle.remove()
+
+
+def _embeddings_module(encoder: DenseEncoder) -> torch.nn.Module:
+    module = getattr(encoder.model, "embeddings", None)
+    if not isinstance(module, torch.nn.Module):
+        raise InputError("the zero_all baseline needs a BERT-style encoder (model.embeddings)")
+    return module
 
 
 def special_token_mask(

@@ -16,6 +16,7 @@ DOCUMENT_COLUMNS = (
     "retrieved",
     "retriever_rank",
     "retriever_score",
+    "similarity",
     "generator_rank",
     "generator_score",
     "generator_relies",
@@ -78,7 +79,8 @@ def explanation_view(result) -> str:
     header = [name.replace("_", " ") for name in DOCUMENT_COLUMNS]
     side_by_side = (
         '<div class="columns">'
-        f"<div><h3>Retriever: similarity per document</h3>{bars(ids, result.retriever_scores)}"
+        f"<div><h3>Retriever: {text(result.retriever_score_kind)} score per document</h3>"
+        f"{bars(ids, result.retriever_scores)}"
         "</div>"
         f"<div><h3>Generator: PMC-SHAP per document</h3>{bars(ids, result.generator.scores)}"
         "</div></div>"
