@@ -29,6 +29,7 @@ _MODULES = {
     "mechrag.models": ("EMBEDDED_MODELS", "load_model"),
     "mechrag.pipeline": ("explain",),
     "mechrag.prompts": ("PromptBuilder",),
+    "mechrag.protocols": ("PROTOCOLS",),
     "mechrag.results": ("Attribution", "Result"),
     "mechrag.sources": ("Source", "as_sources", "split_sentences"),
     "mechrag.sweep.runner": ("sweep",),

@@ -218,3 +218,32 @@ def test_cli_localize(tiny_llama, tmp_path, monkeypatch, capsys):
     assert "removed source: p1s0" in out and "rank" in out
     assert (tmp_path / "out" / "components_heads.svg").is_file()
     assert (tmp_path / "out" / "components.json").is_file()
+
+
+def test_cli_localize_protocols(tiny_llama, tmp_path, monkeypatch, capsys):
+    """``--protocol arc-jsd`` (the default) writes the paper's record: per-layer JSD and gains
+    and the consensus with its null, equal to computing them from the saved result;
+    ``--protocol mechrag`` writes the continuous gains and no consensus."""
+    import json
+
+    from mechrag.cli import main
+    from mechrag.mechanism.consensus import Consensus, consensus
+
+    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    context = tmp_path / "context.txt"
+    context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
+    arguments = ["localize", "--query", QUERY, "--context-file", str(context)]
+    arguments += ["--response", RESPONSE, "--source", "p1s0"]
+    assert main([*arguments, "--out", str(tmp_path / "paper")]) == 0
+    assert "consensus (attention" in capsys.readouterr().out
+    record = json.loads((tmp_path / "paper" / "components.json").read_text())
+    result = ComponentAttribution.from_dict(record)
+    assert result.gain_definition == "argmax_token" and record["protocol"] == "arc-jsd"
+    np.testing.assert_allclose(record["attention_jsd"], result.heads.mean(1))
+    saved = Consensus.from_dict(record["consensus"])
+    again = consensus(result)
+    assert saved.attention.jsd_overlap == again.attention.jsd_overlap
+    assert saved.mlp.null_gain_overlap == pytest.approx(again.mlp.null_gain_overlap)
+    assert main([*arguments, "--protocol", "mechrag", "--out", str(tmp_path / "own")]) == 0
+    own = json.loads((tmp_path / "own" / "components.json").read_text())
+    assert own["gain_definition"] == "residual_cosine" and "consensus" not in own

@@ -58,6 +58,14 @@ def write_html(args: argparse.Namespace) -> list[Path]:
     return [write_report(args.out)]
 
 
+def add_protocol_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--protocol``: a paper's settings in one name (see :mod:`mechrag.protocols`)."""
+    from mechrag.protocols import PROTOCOLS
+
+    names = ", ".join(f"{p.name}: {p.paper}" for p in PROTOCOLS.values())
+    parser.add_argument("--protocol", choices=tuple(PROTOCOLS), default=default, help=names)
+
+
 def check_question(args: argparse.Namespace) -> None:
     """A non-empty query, and a non-empty response when one is given."""
     if not args.query.strip():

@@ -16,6 +16,7 @@ import argparse
 from mechrag.cli.common import (
     add_html_argument,
     add_model_arguments,
+    add_protocol_argument,
     add_question_arguments,
     check_html,
     check_question,
@@ -29,9 +30,9 @@ HELP = "retrieve, generate and explain retriever and generator (RAG-E)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     require_extra("retrieval", "mechrag explain")
-    from mechrag.retrieval.conditions import CONDITIONS
+    from mechrag.retrieval.conditions import CONDITIONS, PRESETS
     from mechrag.retrieval.corpus import CORPUS_DATASETS
-    from mechrag.retrieval.options import BASELINES
+    from mechrag.retrieval.options import BASELINES, RETRIEVER_SCORES
 
     add_question_arguments(parser, context_file=False)
     corpus = parser.add_mutually_exclusive_group(required=True)
@@ -39,6 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus.add_argument("--dataset", choices=CORPUS_DATASETS, help="a shipped sample as corpus")
     parser.add_argument("--k", type=int, default=5, help="documents retrieved")
     parser.add_argument("--condition", choices=CONDITIONS, default="c1")
+    add_protocol_argument(parser, default="rag-e")
+    parser.add_argument(
+        "--preset", choices=PRESETS, default=None, help="conditions (default: the protocol's)"
+    )
+    parser.add_argument("--n-random", type=int, default=None, help="random documents (c2-c4)")
+    parser.add_argument(
+        "--retriever-scores",
+        choices=RETRIEVER_SCORES,
+        default=None,
+        help="WARG's retriever side (default: the protocol's)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     add_model_arguments(parser, max_new_tokens=32)
     parser.add_argument("--budget", type=int, default=None, help="subsets PMC-SHAP may score")
@@ -51,11 +63,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from mechrag.models import load_model
     from mechrag.pipeline import explain
+    from mechrag.protocols import get_protocol
+    from mechrag.retrieval.conditions import PromptConditions
     from mechrag.retrieval.corpus import Corpus, build_corpus
     from mechrag.retrieval.retriever import Retriever
 
     check_question(args)
     check_html(args)
+    protocol = get_protocol(args.protocol)
+    conditions = PromptConditions(
+        preset=args.preset or protocol.setting("conditions_preset", "paper"),
+        n_random=args.n_random,
+        seed=args.seed,
+    )
     if args.k < 1:
         raise InputError(f"--k must be at least 1, got {args.k}")
     corpus = Corpus.from_text_file(args.corpus) if args.corpus else build_corpus([args.dataset])
@@ -69,6 +89,9 @@ def run(args: argparse.Namespace) -> None:
         model,
         k=args.k,
         condition=args.condition,
+        conditions=conditions,
+        retriever_scores=args.retriever_scores
+        or protocol.setting("retriever_scores", "position"),
         seed=args.seed,
         response=args.response,
         max_new_tokens=args.max_new_tokens,

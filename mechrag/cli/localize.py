@@ -8,6 +8,7 @@ import argparse
 from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
+    add_protocol_argument,
     add_question_arguments,
     check_html,
     print_written,
@@ -15,6 +16,7 @@ from mechrag.cli.common import (
     write_html,
 )
 from mechrag.errors import InputError
+from mechrag.protocols import get_protocol
 
 HELP = "score attention heads and MLPs by logit-lens JSD when a source is removed"
 COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
@@ -25,29 +27,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser, max_new_tokens=32)
     add_output_arguments(parser, "folder for the plots and JSON")
     parser.add_argument("--source", default=None, help="source id to remove (default: top one)")
+    add_protocol_argument(parser, default="arc-jsd")
 
 
 def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
+    from mechrag.mechanism.consensus import consensus, paper_record
+    from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
     from mechrag.models import load_model
+    from mechrag.outputs import write_json
     from mechrag.plots import save_figure
 
+    protocol = get_protocol(args.protocol)
     check_html(args)
     sources = read_sources(args)
     if args.source is not None and args.source not in {s.id for s in sources}:
         raise InputError(f"unknown source {args.source!r}: choose from {[s.id for s in sources]}")
     model = load_model(args.model)
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
-    result = case.localize(args.source)
+    definition = protocol.setting("gain_definition", DEFAULT_GAIN_DEFINITION)
+    result = case.localize(args.source, gain_definition=definition)
     print(f"response: {result.response!r}\nremoved source: {result.source_id}")
-    if result.gains is not None:
-        rho, p = result.spearman()
-        print(f"Spearman rho (JSD vs semantic gain) = {rho:.3f} (p = {p:.2g})")
+    rho, p = result.spearman()
+    print(f"Spearman rho (JSD vs {definition} gain, all components) = {rho:.3f} (p = {p:.2g})")
+    found = consensus(result) if protocol.name == "arc-jsd" else None
+    for module in (found.attention, found.mlp) if found else ():
+        print(
+            f"consensus ({module.module}, top {module.top_n} of {module.n_layers} layers): "
+            f"J&S {module.jsd_overlap} (null {module.null_jsd_overlap:.2f}, "
+            f"p = {module.jsd_overlap_p:.2g}), G&S {module.gain_overlap} "
+            f"(null {module.null_gain_overlap:.2f}, p = {module.gain_overlap_p:.2g}), "
+            f"rho(J, G) = {module.rho:.3f}"
+        )
     print(result.to_frame().sort_values("rank").head(args.top_k).to_string(index=False))
     if args.out:
         for name in COMPONENT_PLOTS:
             stem = f"components_{name.removeprefix('plot_')}"
             save_figure(getattr(result, name)(), f"{args.out}/{stem}")
         result.save(args.out, "components")
+        if found is not None:  # the paper's record: per-layer JSD and gains, consensus, null
+            write_json(f"{args.out}/components.json", paper_record(result, found))
         print(f"wrote plots, components.csv and components.json to {args.out}")
         print_written(write_html(args))

@@ -106,15 +106,20 @@ def run_attribute(model, example, options: dict, method: str) -> dict:
 def run_localize(model, example, options: dict) -> dict:
     """Heads and MLPs carrying a source (``source``: its id; default the top ARC-JSD source).
 
-    ``gain_definition``: see :meth:`mechrag.Case.localize`. ``consensus`` (default true with
-    gains): the paper's consensus statistic (Eq. 11-12, with its permutation null; see
-    :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns of the summary.
+    ``protocol`` (default ``arc-jsd``, see :mod:`mechrag.protocols`) sets the semantic gain's
+    definition (``gain_definition`` overrides it; see :meth:`mechrag.Case.localize`); under
+    ``arc-jsd`` the record holds the paper's consensus statistic (Eq. 11-12, with its
+    permutation null; :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns.
     """
     from mechrag.mechanism.consensus import consensus
     from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
+    from mechrag.protocols import get_protocol
 
+    protocol = get_protocol(options.get("protocol", "arc-jsd"))
     gains = options.get("gains", True)
-    definition = options.get("gain_definition", DEFAULT_GAIN_DEFINITION)
+    definition = options.get(
+        "gain_definition", protocol.setting("gain_definition", DEFAULT_GAIN_DEFINITION)
+    )
     case = case_for(model, example, options)
     result = case.localize(options.get("source"), gains=gains, gain_definition=definition)
     rho, p = result.spearman() if gains else (None, None)
@@ -127,7 +132,7 @@ def run_localize(model, example, options: dict) -> dict:
         "p": p,
         "result": result.to_dict(),
     }
-    if gains and options.get("consensus", True):
+    if gains and protocol.name == "arc-jsd":
         found = consensus(result)
         record["consensus"] = found.to_dict()
         for module in (found.attention, found.mlp):
@@ -149,6 +154,6 @@ for name, method_class in ATTRIBUTION_METHODS.items():
 register_method(
     "localize",
     run_localize,
-    options=(*CASE_OPTIONS, "source", "gains", "gain_definition", "consensus"),
+    options=(*CASE_OPTIONS, "source", "gains", "gain_definition", "protocol"),
     description="logit-lens JSD of heads and MLPs when a source is removed",
 )
