@@ -51,6 +51,7 @@ from mechrag.mechanism.ablation import (
     parse_heads,
     random_components,
 )
+from mechrag.protocols import PROTOCOLS
 from mechrag.sweep import (
     SweepConfig,
     load_records,
@@ -73,7 +74,17 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--heads", nargs="*", default=[], help="LAYER.HEAD, e.g. 12.3")
     parser.add_argument("--mlps", nargs="*", type=int, default=[])
     parser.add_argument(
-        "--mode", nargs="+", choices=MODES, default=["zero"], help="one or more masking styles"
+        "--mode",
+        nargs="+",
+        choices=MODES,
+        default=None,
+        help="one or more masking styles (default: the protocol's)",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=tuple(PROTOCOLS),
+        default="arc-jsd",
+        help="arc-jsd: uniform attention, as the official code masks heads; mechrag: zero",
     )
     parser.add_argument("--top-k", type=int, default=None, help="ablate the top-k by JSD")
     parser.add_argument(
@@ -88,6 +99,7 @@ def parse_args() -> argparse.Namespace:
     )
     add_backend_arguments(parser)
     args = parser.parse_args()
+    args.mode = args.mode or [PROTOCOLS[args.protocol].ablation_mode]
     if args.top_k is None and not (args.heads or args.mlps):
         parser.error("give --heads/--mlps or --top-k")
     if "uniform" in args.mode and (args.mlps or (args.top_k is not None and args.kind != "head")):

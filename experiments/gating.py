@@ -269,11 +269,16 @@ def calibrate(model, examples, args, folder: Path) -> dict:
         plain.append(judged(text, example, case.builder))
         result = echo(case)
         echoes.append(result)
-        located = case.localize(result.top_source)
+        located = case.localize(result.top_source, gain_definition="residual_cosine")
         attributions.append(located)
         rhos["response"].append(spearman(located.scores, located.gains))
         if gold_answers(example):
-            gain = case_semantic_gain(case, target="answer", answer=gold_answers(example)[0])
+            gain = case_semantic_gain(
+                case,
+                target="answer",
+                answer=gold_answers(example)[0],
+                definition="residual_cosine",  # the calibrated rules' gain, per head
+            )
             toward_answer = dataclasses.replace(
                 located,
                 head_gain=None if gain.heads is None else gain.heads.numpy(),

@@ -14,7 +14,7 @@ from mechrag.attribution.screening import SourceScreen
 from mechrag.case import Case
 from mechrag.engine import Engine
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
-from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION, ComponentAttribution
+from mechrag.mechanism.result import ComponentAttribution
 from mechrag.prompts import DEFAULT_TEMPLATE
 from mechrag.results import Attribution
 from mechrag.sources import Source
@@ -88,7 +88,8 @@ def localize(
     source: str | None = None,
     *,
     gains: bool = True,
-    gain_definition: str = DEFAULT_GAIN_DEFINITION,
+    gain_definition: str | None = None,
+    protocol: str = "arc-jsd",
     logit_budget: int = DEFAULT_LOGIT_BUDGET,
     response: Response = None,
     max_new_tokens: int = 64,
@@ -101,5 +102,9 @@ def localize(
         model, query, sources, response, max_new_tokens, template, system_prompt, engine
     )
     return case.localize(
-        source, gains=gains, gain_definition=gain_definition, logit_budget=logit_budget
+        source,
+        gains=gains,
+        gain_definition=gain_definition,
+        protocol=protocol,
+        logit_budget=logit_budget,
     )

@@ -355,7 +355,8 @@ class Case:
         source: str | int | None = None,
         *,
         gains: bool = True,
-        gain_definition: str = DEFAULT_GAIN_DEFINITION,
+        gain_definition: str | None = None,
+        protocol: str = "arc-jsd",
         logit_budget: int = DEFAULT_LOGIT_BUDGET,
     ):
         """Per-head, per-MLP and per-layer logit-lens JSD when ``source`` is removed (Eq. 3-5).
@@ -364,11 +365,17 @@ class Case:
         cache when ARC-JSD already ran). ``gains`` also computes semantic gains, by
         ``gain_definition`` (``argmax_token``: the paper's Eq. 6-10, per layer;
         ``residual_cosine``: mechrag's continuous gain, also per head; see
-        :mod:`mechrag.mechanism.semantic_gain`); ``logit_budget`` bounds the vocabulary-sized
-        float32 elements held at once.
+        :mod:`mechrag.mechanism.semantic_gain`), by default the ``protocol``'s
+        (:mod:`mechrag.protocols`); ``logit_budget`` bounds the vocabulary-sized float32
+        elements held at once.
         """
         from mechrag.mechanism.localize import localize_source
+        from mechrag.protocols import get_protocol
 
+        if gain_definition is None:
+            gain_definition = get_protocol(protocol).setting(
+                "gain_definition", DEFAULT_GAIN_DEFINITION
+            )
         attribution = self.arc_jsd() if source is None else None
         index = int(attribution.ranking[0]) if source is None else self.source_index(source)
         return localize_source(

@@ -47,6 +47,7 @@ from mechrag.metrics.alignment import (
     warg,
 )
 from mechrag.outputs import Serializable, json_ready
+from mechrag.protocols import get_protocol
 from mechrag.results import Attribution
 from mechrag.retrieval.conditions import PromptCondition, PromptConditions
 from mechrag.retrieval.corpus import Document, Origin
@@ -276,11 +277,12 @@ def explain(
     query: str,
     retriever: Retriever,
     model,
-    k: int = 5,
+    k: int | None = None,
     *,
     condition: str = "c1",
+    protocol: str = "rag-e",
     conditions: PromptConditions | None = None,
-    retriever_scores: str = "position",
+    retriever_scores: str | None = None,
     seed: int = 0,
     response: str | None = None,
     max_new_tokens: int = 32,
@@ -294,18 +296,26 @@ def explain(
 ) -> PipelineExplanation:
     """Retrieve, generate and explain both sides of one query (see the module docstring).
 
+    ``protocol`` (:mod:`mechrag.protocols`; ``rag-e``: ``k = 10``, the ``paper`` conditions,
+    position scores) gives what ``k``, ``conditions`` and ``retriever_scores`` leave ``None``.
     ``condition`` picks the prompt (``c1``-``c4``) that ``conditions`` builds (default
-    ``PromptConditions(preset="paper", seed=seed)``); ``retriever_scores`` (``"position"`` or
-    ``"similarity"``) is the retriever's side of the alignment; ``seed`` also seeds PMC-SHAP;
+    ``PromptConditions(preset=<the protocol's>, seed=seed)``; a given ``conditions`` keeps its own
+    seed); ``retriever_scores`` (``"position"`` or ``"similarity"``) is the retriever's side of
+    the alignment; ``seed`` also seeds PMC-SHAP;
     ``budget`` bounds the subsets PMC-SHAP scores; ``baseline`` and ``n_steps`` configure IG;
     ``generator_aipc`` also measures the generator attribution's AIPC over document removals
     (``2n`` subsets).
     """
+    settings = get_protocol(protocol)
+    k = settings.setting("k", 5) if k is None else k
+    retriever_scores = retriever_scores or settings.setting("retriever_scores", "position")
     if retriever_scores not in RETRIEVER_SCORES:
         raise InputError(
             f"retriever_scores must be one of {RETRIEVER_SCORES}, got {retriever_scores!r}"
         )
-    conditions = PromptConditions(seed=seed) if conditions is None else conditions
+    if conditions is None:
+        preset = settings.setting("conditions_preset", "paper")
+        conditions = PromptConditions(preset=preset, seed=seed)
     hits = retriever.search(query, k)
     top = [hit.document for hit in hits]
     chosen = conditions.build(condition, top, retriever.corpus)

@@ -12,10 +12,12 @@ earlier choices, kept as options:
 - ``rag-e`` (arXiv 2601.21803): prompt conditions c1-c4 as the issue gives the paper's text
   (``paper`` preset), WARG/WR/ND with retrieval scored by prompt position in every condition.
 - ``mechrag``: mechrag's continuous gain (``residual_cosine``), its ``damp`` rule, zero ablation,
-  the official RAG-E code's conditions (``code``) and true retriever similarities.
+  the official RAG-E code's conditions (``code``; mechrag before 0.3 mixed in ``ceil(k/2)``
+  random documents, in corpus order: not kept) and true retriever similarities.
 
-``--protocol`` on ``mechrag localize`` and ``mechrag explain`` and the ``protocol`` option of
-localize sweeps read :data:`PROTOCOLS`.
+``protocol=`` on :meth:`mechrag.Case.localize` and :func:`mechrag.explain`, ``--protocol`` on
+``mechrag localize``, ``gate`` and ``explain`` and on ``experiments/ablate_components.py``, and
+the ``protocol`` option of localize sweeps read :data:`PROTOCOLS`.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ class Protocol:
     ablation_mode: str | None = None
     conditions_preset: str | None = None
     retriever_scores: str | None = None
+    k: int | None = None  # documents retrieved
 
-    def setting(self, field: str, fallback: str) -> str:
+    def setting(self, field: str, fallback):
         """The protocol's value of ``field``, or ``fallback`` where it fixes none."""
         value = getattr(self, field)
         return fallback if value is None else value
@@ -58,6 +61,7 @@ PROTOCOLS: dict[str, Protocol] = {
             "RAG-E, arXiv 2601.21803 (§3.3; the official code's WARG)",
             conditions_preset="paper",
             retriever_scores="position",
+            k=10,
         ),
         Protocol(
             "mechrag",

@@ -117,6 +117,12 @@ def test_contractions_and_declines_are_abstentions(response):
         "The ship was not sunk until 1912.",
         "Nothing Else Matters",
         "The knot",
+        # Negations that refuse nothing (the review found these matched before).
+        "He did not give up and ran again.",
+        "The treaty did not include France.",
+        "The treaty didn't include France.",
+        "The cause could not be determined until 1990.",
+        "He was not given the award.",
     ],
 )
 def test_answers_that_merely_contain_not_are_not_abstentions(response):

@@ -206,3 +206,19 @@ def test_bad_input(hand_made):
         consensus(hand_made, top_n=0)
     with pytest.raises(ValueError, match="n_permutations"):
         consensus(hand_made, n_permutations=0)
+
+
+def test_tied_gains_do_not_pass_for_agreement():
+    """Gains tied at 0 rank in layer order, as does a JSD that falls with depth: the observed
+    overlap is then complete, but the null ranks its shuffled values by the same rule, so the
+    agreement is not significant (shuffling the ranks instead gave p ~ 0)."""
+    n_layers = 12
+    jsd = np.linspace(2.0, 1.0, n_layers)  # layer 0 largest
+    result = _attribution(
+        np.repeat(jsd[:, None], 2, 1), jsd, np.zeros(n_layers), np.zeros(n_layers)
+    )
+    found = consensus(result, top_n=5, n_permutations=200)
+    for module in (found.attention, found.mlp):
+        assert module.tied_layers == n_layers
+        assert module.jsd_gain_overlap == 5
+        assert module.jsd_gain_overlap_p == 1.0 and module.null_jsd_gain_overlap == 5.0

@@ -1,6 +1,6 @@
 """``mechrag explain``: retrieve, generate and explain both sides of one query (RAG-E).
 
-    mechrag explain --query "..." (--corpus FILE | --dataset hotpotqa) [--k 5] [--out DIR]
+    mechrag explain --query "..." (--corpus FILE | --dataset hotpotqa) [--k 10] [--out DIR]
 
 The corpus file is plain text, documents separated by blank lines. Writes
 ``explanation.json`` (WARG, the WR/ND flags, every IG completeness ratio, both attributions) and
@@ -38,7 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus = parser.add_mutually_exclusive_group(required=True)
     corpus.add_argument("--corpus", help="text file, documents separated by blank lines")
     corpus.add_argument("--dataset", choices=CORPUS_DATASETS, help="a shipped sample as corpus")
-    parser.add_argument("--k", type=int, default=5, help="documents retrieved")
+    parser.add_argument(
+        "--k", type=int, default=None, help="documents retrieved (default: the protocol's, or 5)"
+    )
     parser.add_argument("--condition", choices=CONDITIONS, default="c1")
     add_protocol_argument(parser, default="rag-e")
     parser.add_argument(
@@ -71,27 +73,28 @@ def run(args: argparse.Namespace) -> None:
     check_question(args)
     check_html(args)
     protocol = get_protocol(args.protocol)
+    k = protocol.setting("k", 5) if args.k is None else args.k
     conditions = PromptConditions(
         preset=args.preset or protocol.setting("conditions_preset", "paper"),
         n_random=args.n_random,
         seed=args.seed,
     )
-    if args.k < 1:
-        raise InputError(f"--k must be at least 1, got {args.k}")
+    if k < 1:
+        raise InputError(f"--k must be at least 1, got {k}")
     corpus = Corpus.from_text_file(args.corpus) if args.corpus else build_corpus([args.dataset])
-    if args.k > len(corpus):
-        raise InputError(f"--k {args.k} exceeds the corpus size {len(corpus)}")
+    if k > len(corpus):
+        raise InputError(f"--k {k} exceeds the corpus size {len(corpus)}")
     retriever = Retriever.build(corpus)
     model = load_model(args.model)
     result = explain(
         args.query,
         retriever,
         model,
-        k=args.k,
+        k=k,
+        protocol=args.protocol,
         condition=args.condition,
         conditions=conditions,
-        retriever_scores=args.retriever_scores
-        or protocol.setting("retriever_scores", "position"),
+        retriever_scores=args.retriever_scores,
         seed=args.seed,
         response=args.response,
         max_new_tokens=args.max_new_tokens,

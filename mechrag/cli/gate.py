@@ -13,12 +13,14 @@ import argparse
 from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
+    add_protocol_argument,
     add_question_arguments,
     check_html,
     print_written,
     read_sources,
     write_html,
 )
+from mechrag.protocols import get_protocol
 
 HELP = "generate with and without JSD gating; mark low-echo tokens"
 
@@ -40,16 +42,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_output_arguments(parser, "folder for gate.json and the echo strips")
     counts = ", ".join(f"{rule} {k}" for rule, k in DEFAULT_K.items())
     parser.set_defaults(top_k=None)  # each rule's own count of gated components
+    add_protocol_argument(parser, default="arc-jsd")
     parser.add_argument(
         "--rule",
         choices=RULES,
-        default="paper",
-        help="paper: ARC-JSD's Table 4 rule (top-5 heads and MLPs with G < 0 scaled by "
-        f"0.7 + 0.3 sigmoid(G)); --top-k components per rule: {counts}",
+        default=None,
+        help="default: the protocol's (arc-jsd: paper, ARC-JSD's Table 4 rule: top-5 heads and "
+        f"MLPs with G < 0 scaled by 0.7 + 0.3 sigmoid(G)); --top-k per rule: {counts}",
     )
     defaults = ", ".join(f"{rule} {factor:g}" for rule, factor in DEFAULT_FACTORS.items())
     parser.add_argument("--factor", type=float, default=None, help=f"gate factor ({defaults})")
-    parser.add_argument("--mode", choices=GATING_MODES, default="dynamic")
+    parser.add_argument(
+        "--mode",
+        choices=GATING_MODES,
+        default=None,
+        help="default: static for paper (as in Table 4), dynamic for the other rules",
+    )
     parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
 
 
@@ -61,7 +69,8 @@ def run(args: argparse.Namespace) -> None:
 
     check_html(args)
     sources = read_sources(args)
-    rule = GatingRule(args.rule, k=args.top_k, factor=args.factor)
+    rule_name = args.rule or get_protocol(args.protocol).setting("gating_rule", "paper")
+    rule = GatingRule(rule_name, k=args.top_k, factor=args.factor)
     model = load_model(args.model)
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
     result = compare_gating(
@@ -71,9 +80,10 @@ def run(args: argparse.Namespace) -> None:
     print(f"top source: {result.echo.top_source}; rule {rule.label}: {gates}")
     print(f"echo threshold {args.threshold:g}; [[token]] = answer token below it\n")
     print(f"without gating (mean echo {result.echo.mean:.3f}):\n  {marked(result.echo)}")
+    mode = args.mode or rule.default_mode
     steps = "" if result.fired_steps is None else f", gate fired at {result.fired_steps} steps"
     print(
-        f"with gating ({args.mode}{steps}; mean echo {result.gated_echo.mean:.3f}):\n"
+        f"with gating ({mode}{steps}; mean echo {result.gated_echo.mean:.3f}):\n"
         f"  {marked(result.gated_echo)}"
     )
     if args.out:

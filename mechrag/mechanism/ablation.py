@@ -21,9 +21,11 @@ ablation (Li et al., arXiv 2505.16415, §7, Appendix I, Table 5):
   ``QK^T`` are zero exactly as after RoPE, on learned-position models (GPT-2) too. The masks
   (causal, window, padding) stay the model's own, which a hook on the scores would have to
   re-derive, and Gemma 2's score soft-cap keeps 0 at 0. (A model with attention sinks, whose
-  learned logit joins the softmax, would not be uniform.) Keys and values are untouched, so a
-  cached prefix is the same as without the ablation. The paper ablates heads only; uniform
-  attention means nothing for an MLP, so ``mlps`` raise :class:`InputError` in this mode.
+  learned logit joins the softmax, would not be uniform.) The head's own keys and values are
+  untouched, but its uniform output changes every later layer's inputs, so no cache computed
+  without the ablation is valid under it (the case keys its caches by the active hooks). The
+  paper ablates heads only; uniform attention means nothing for an MLP, so ``mlps`` raise
+  :class:`InputError` in this mode.
 
 :func:`random_components` draws the control set of that experiment: components chosen
 uniformly, independently for every example, never one of the example's top-k.

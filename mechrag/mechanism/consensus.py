@@ -71,7 +71,10 @@ class ModuleConsensus(Serializable):
     """The consensus of ``J`` and ``G`` over the layers of one module type.
 
     ``*_top`` list layers best first; ``*_overlap`` are the observed overlaps, ``null_*`` the
-    permutation null's means and ``*_p`` its one-sided p-values.
+    permutation null's means and ``*_p`` its one-sided p-values. ``tied_layers``: layers whose
+    gain equals another layer's (an ``argmax_token`` gain is exactly 0 where the lens's argmax
+    never changes); the null shuffles the gain *values* and ranks each draw by the same rule, so
+    the tie-break is part of the null too.
     """
 
     module: str
@@ -94,6 +97,7 @@ class ModuleConsensus(Serializable):
     jsd_overlap_p: float
     gain_overlap_p: float
     jsd_gain_overlap_p: float
+    tied_layers: int = 0
 
     def __post_init__(self) -> None:
         """Arrays, also when read back from lists (``from_dict``)."""
@@ -131,7 +135,9 @@ def module_consensus(
             ((jsd_rank <= n) & (gain_rank <= n)).sum(),
         ]
     )
-    shuffled = np.stack([rng.permutation(gain_rank) for _ in range(n_permutations)])
+    # Shuffle the values, then rank each draw as the observed gains are ranked: ties broken by
+    # layer order in both, so the tie-break cannot pass for agreement with J.
+    shuffled = np.stack([descending_ranks(rng.permutation(gain)) for _ in range(n_permutations)])
     null_top = joint_top(jsd_rank[None], shuffled, n)
     null = np.stack(
         [
@@ -164,6 +170,7 @@ def module_consensus(
         jsd_overlap_p=float(p_values[0]),
         gain_overlap_p=float(p_values[1]),
         jsd_gain_overlap_p=float(p_values[2]),
+        tied_layers=int(n_layers - (np.unique(gain, return_counts=True)[1] == 1).sum()),
     )
 
 

@@ -61,17 +61,20 @@ def compare_gating(
     case: Case,
     rule: GatingRule,
     *,
-    mode: str = "dynamic",
+    mode: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
     max_new_tokens: int = 64,
 ) -> GatingComparison:
     """``case``'s response against the greedy response with ``rule``'s gates on the components
-    that carry its top source (see the module docstring); echoes use ``threshold``."""
+    that carry its top source (see the module docstring); echoes use ``threshold``. ``mode``:
+    ``None`` takes the rule's (``rule.default_mode``); the components are localised with the
+    gain the rule was made for (``rule.gain_definition``)."""
+    mode = mode or rule.default_mode
     if mode not in GATING_MODES:
         raise InputError(f"mode must be one of {GATING_MODES}, got {mode!r}")
     model, builder = case.model, case.builder
     plain = echo(case, threshold=threshold)
-    gates = rule.gates(case.localize(plain.top_source))
+    gates = rule.gates(case.localize(plain.top_source, gain_definition=rule.gain_definition))
     if mode == "dynamic":
         decoded = decode_with_gates(
             model, builder.ids(), builder.ids(case.empty_mask()), gates, threshold, max_new_tokens

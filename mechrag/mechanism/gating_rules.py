@@ -115,6 +115,19 @@ class GatingRule:
     def strength(self) -> float:
         return DEFAULT_FACTORS[self.name] if self.factor is None else float(self.factor)
 
+    @property
+    def gain_definition(self) -> str:
+        """The semantic gain the rule was made for: the paper's per-layer gain (Eq. 6-10) for
+        ``paper``; mechrag's per-head ``residual_cosine`` for ``damp``/``sigmoid``/``amplify``,
+        whose thresholds were chosen on it."""
+        return "argmax_token" if self.name == "paper" else "residual_cosine"
+
+    @property
+    def default_mode(self) -> str:
+        """``static`` for ``paper`` (Table 4 gates every step), ``dynamic`` for mechrag's rules
+        (gates only at steps whose context echo is low)."""
+        return "static" if self.name == "paper" else "dynamic"
+
     def gates(self, attribution: ComponentAttribution) -> Gates:
         """The gate factors this rule gives ``attribution``'s components."""
         if self.name == "paper":

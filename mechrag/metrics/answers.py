@@ -53,10 +53,19 @@ ABSTENTION_TEMPLATE = ABSTENTION_INSTRUCTION + "\n\nContext: {context}\n\nQuery:
 # Phrases by which a response declines to answer, matched on the response with negative
 # contractions expanded (:func:`expand_negations`) and then normalised (no punctuation, no
 # articles): "does not", never "doesnt".
+# A negation alone is not a refusal ("The treaty did not include France."): each pattern names
+# the context, the answer or the information, or says the model cannot answer.
+_SAYS = r"(?:contain|mention|say|state|provide|specify|include|give)"
+_GIVEN = r"(?:found|mentioned|stated|given|provided|specified|available)"
+_SOURCE = r"(?:context|text|passage|document|sources?|information provided)"
 ABSTENTION_PATTERNS = (
     r"\bunanswerable\b",
-    r"\bnot (?:be )?(?:found|mentioned|stated|given|provided|specified|answered|determined)\b",
-    r"\b(?:does|do|did) not (?:contain|mention|say|state|provide|specify|include|give)\b",
+    rf"\b{_SOURCE}s? (?:does|do|did) not {_SAYS}\b",
+    rf"\b(?:does|do|did) not {_SAYS} (?:any |enough |this |that |such )?"
+    r"(?:information|answer|details?|mention)\b",
+    rf"\bnot {_GIVEN} (?:in|by) {_SOURCE}\b",
+    rf"\b(?:answer|information|it) (?:is|was|are|were) not {_GIVEN}\b",
+    r"\b(?:can|could) not be (?:determined|answered)(?: (?:from|based on|with|using)\b|$)",
     r"\bno (?:information|answer|mention)\b",
     r"\bnot (?:in|part of) (?:context|text|passage)\b",
     r"\bi (?:do|can) not know\b",
