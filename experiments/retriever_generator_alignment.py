@@ -119,6 +119,7 @@ def run_alignment(args, retriever, examples, records_path, done) -> None:
                 retriever_scores=args.retriever_scores,
                 seed=args.seed,
                 max_new_tokens=args.max_new_tokens,
+                budget=args.budget,
                 explain_query=False,
                 explain_documents=False,
             )
@@ -322,6 +323,9 @@ def main() -> None:
         "--corpus-n", type=int, default=None, help="examples per sample in the corpus (all)"
     )
     parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument(
+        "--budget", type=int, default=None, help="subsets pmcSHAP scores (default 10 k)"
+    )
     parser.add_argument("--phase", choices=("alignment", "ig", "both"), default="both")
     parser.add_argument("--ig-questions", type=int, default=50)
     parser.add_argument("--ig-documents", type=int, default=5)
