@@ -13,11 +13,14 @@ from mechrag._version import __version__  # noqa: F401 - the package version
 _MODULES = {
     "mechrag.api": ("arc_jsd", "attribute", "localize"),
     "mechrag.attribution.arc_jsd": ("ARCJSD",),
+    "mechrag.attribution.attention": ("AttentionAttribution",),
     "mechrag.attribution.estimators": (
         "BetaShapley", "ContextCite", "Exact", "KernelSHAP", "LeaveOneOut", "LeverageSHAP",
         "MCSHAP", "PMCSHAP", "TMCShapley", "shapley_values",
     ),
+    "mechrag.attribution.hierarchical": ("HierarchicalARCJSD",),
     "mechrag.attribution.methods": ("METHODS",),
+    "mechrag.attribution.proxy": ("ProxyAttribution",),
     "mechrag.attribution.screening": ("SourceScreen",),
     "mechrag.case": ("Case",),
     "mechrag.divergences": ("jsd", "kl", "total_variation"),

@@ -34,6 +34,11 @@ SITES = {
 # Every per-layer hook mechrag uses: the captured sites, the pre-softmax attention scores and
 # the query states ``[batch, pos, n_heads, d_head]`` (uniform-attention ablation zeroes them).
 HOOKS = {**SITES, "attn_scores": "attn.hook_attn_scores", "q": "attn.hook_q"}
+# Attention patterns ``[batch, head, query, key]`` (after softmax), captured like a site.
+PATTERN = "pattern"
+HOOKS[PATTERN] = "attn.hook_pattern"
+# The axis that indexes positions, for captured hooks whose positions are not axis 1.
+POSITION_AXIS = {PATTERN: 2}
 
 
 def hook_name(layer: int, site: str) -> str:
@@ -234,13 +239,17 @@ def capturing(model, sites: dict[str, list[str]], n_positions: int) -> Iterator[
 
     ``sites`` maps a key to the hook names of every layer; the yielded dict maps each key to a
     list (one entry per layer) filled by every forward pass inside the block, row-batched
-    passes appending in order.
+    passes appending in order. Positions are axis 1, or ``POSITION_AXIS[key]`` (the query axis
+    of attention patterns).
     """
     store: dict[str, list[list[Tensor]]] = {key: [[] for _ in sites[key]] for key in sites}
 
     def keeper(key: str, layer: int):
+        axis = POSITION_AXIS.get(key, 1)
+
         def hook(activation: Tensor, hook) -> None:
-            store[key][layer].append(activation[:, -n_positions:].detach().float().clone())
+            kept = activation.narrow(axis, activation.shape[axis] - n_positions, n_positions)
+            store[key][layer].append(kept.detach().float().clone())
 
         return hook
 

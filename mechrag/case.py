@@ -132,6 +132,19 @@ class Case:
             example=example,
         )
 
+    def for_model(self, model) -> Case:
+        """This case on another model: the same query, sources, prompt settings and response
+        *text* (re-tokenised by that model's tokenizer), with its own engine and cache."""
+        return Case(
+            model,
+            self.query,
+            self.sources,
+            self.response_text,
+            template=self.builder.template,
+            system_prompt=self.builder.system_prompt,
+            example=self.example,
+        )
+
     def _resolve_response(self, response, max_new_tokens: int) -> list[int]:
         if response is None:
             if max_new_tokens < 1:
@@ -391,11 +404,15 @@ class Case:
         """Activations ``[n_layers, n_masks, T, ...]`` at the response positions of each mask.
 
         ``sites``: keys of :data:`mechrag.adapter.SITES` (``z``, ``resid_pre``, ``resid_mid``,
-        ``resid_post``, ``mlp_out``). Runs through the engine (prefix reuse, token budget).
+        ``resid_post``, ``mlp_out``) or ``pattern`` (attention weights ``[n_layers, n_masks,
+        n_heads, T, n_keys]``). Runs through the engine (token budget), on the full-context
+        pass's cache when the case already ran it (prefix reuse); it never runs that pass just
+        for this, so one mask on a fresh case costs one pass.
         """
         layers = range(adapter.n_layers(self.model))
         hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
-        reference = self._store().reference
+        store = self._stores.get(adapter.active_hooks(self.model))
+        reference = store.reference if store is not None else None
         return self.engine.capture(
             self.builder, self.response_ids, np.asarray(masks), reference, hooks
         )

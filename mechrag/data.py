@@ -202,3 +202,33 @@ def reader_options(dataset: str) -> set[str]:
 def load_examples(dataset: str, path: str | Path | None = None, **options) -> list[RAGExample]:
     """Dispatch to the reader for ``dataset`` ("hotpotqa", "musique" or "squad")."""
     return _loader(dataset)(path, **options)
+
+
+def cut_to_sentences(example: RAGExample, n_sentences: int) -> RAGExample:
+    """``example`` cut to ``n_sentences`` sentence sources (more only when its gold sentences
+    alone are more), keeping every paragraph as long as the budget allows: the gold sentences,
+    then each paragraph's first sentence, then each one's second, and so on; the kept sentences
+    stay in their original order. Sizes the frontier benchmark's contexts."""
+    if n_sentences < 2:
+        raise InputError(f"n_sentences must be at least 2, got {n_sentences}")
+    gold = set(example.gold_ids)
+    keep = {i for i, source in enumerate(example.sources) if source.id in gold}
+    depth: dict[object, int] = {}
+    rank = []
+    for index, source in enumerate(example.sources):
+        depth[source.paragraph] = depth.get(source.paragraph, -1) + 1
+        rank.append((depth[source.paragraph], index))
+    for _, index in sorted(rank):
+        if len(keep) >= n_sentences:
+            break
+        keep.add(index)
+    sources = [s for i, s in enumerate(example.sources) if i in keep]
+    return RAGExample(
+        example.id,
+        example.dataset,
+        example.query,
+        sources,
+        [g for g in example.gold_ids if any(s.id == g for s in sources)],
+        example.answer,
+        {**example.metadata, "cut_to_sentences": n_sentences},
+    )

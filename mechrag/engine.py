@@ -205,10 +205,13 @@ class Engine:
         self._count(ids)
         return adapter.cut_cache(cache, length, repeats, for_autograd=True)
 
-    def _batches(self, sequences: list[list[int]], n_response: int, reference: Reference):
-        """Yield ``(batch, ids, attention, past)`` for rows of ``sequences`` (prefix reuse)."""
-        full = reference.sequence
-        if reference.cache is not None:
+    def _batches(
+        self, sequences: list[list[int]], n_response: int, reference: Reference | None
+    ):
+        """Yield ``(batch, ids, attention, past)`` for rows of ``sequences`` (prefix reuse when
+        ``reference`` kept a cache; whole sequences otherwise)."""
+        if reference is not None and reference.cache is not None:
+            full = reference.sequence
             # A row keeps at least its response positions (and one token before) out of the cache.
             prefixes = [min(common_prefix_length(s, full), len(s) - n_response) for s in sequences]
         else:
@@ -279,14 +282,17 @@ class Engine:
         builder: PromptBuilder,
         response_ids: Sequence[int],
         masks: MaskBatch,
-        reference: Reference,
+        reference: Reference | None,
         sites: dict[str, list[str]],
-    ) -> dict[str, Float[Tensor, "n_layers n_masks n_response ..."]]:
+    ) -> dict[str, Float[Tensor, "n_layers n_masks ..."]]:
         """Activations at the response positions for every mask, one pass per batch of rows.
 
         ``sites`` maps a key to one hook name per layer; each result is stacked
-        ``[n_layers, n_masks, T, ...]`` in mask order (float32). Prefix reuse and the token
-        budget apply as in :meth:`score`; no row is answered from the reference here.
+        ``[n_layers, n_masks, T, ...]`` in mask order (float32); attention patterns (key
+        ``pattern``) are ``[n_layers, n_masks, n_heads, T, n_keys]``, the response positions'
+        rows over every key the pass sees. Prefix reuse (on ``reference``'s cache; ``None``
+        runs whole sequences) and the token budget apply as in :meth:`score`; no row is
+        answered from the reference here.
         """
         masks = self._check_masks(builder, masks)
         sequences = self.sequences(builder, response_ids, masks)

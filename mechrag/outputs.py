@@ -13,6 +13,7 @@ writes that atomically, and :class:`Serializable` gives result dataclasses ``to_
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 import tempfile
@@ -182,14 +183,39 @@ def _is_json(line: bytes) -> bool:
 
 
 def read_jsonl(path: str | Path) -> list[dict]:
-    """Records of a JSON-lines file; a torn last line (from a crash) is ignored."""
+    """Records of a JSON-lines file (gzip-compressed when it ends in ``.gz``); a torn last line
+    (from a crash) is ignored."""
     path = Path(path)
     if not path.is_file():
         return []
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
     records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in data.decode("utf-8", errors="replace").splitlines():
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
             continue
     return records
+
+
+def run_records(folder: str | Path) -> list[dict]:
+    """Every record of a resumable run folder: its compacted ``records.jsonl.gz`` (committed)
+    then its ``records.jsonl`` (appended since)."""
+    folder = Path(folder)
+    return read_jsonl(folder / "records.jsonl.gz") + read_jsonl(folder / "records.jsonl")
+
+
+def compact_records(folder: str | Path) -> Path:
+    """Fold a run folder's ``records.jsonl`` into ``records.jsonl.gz`` (atomically, records in
+    order) and remove the plain file: the compact form committed to the repository."""
+    folder = Path(folder)
+    records = run_records(folder)
+    text = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records)
+    target = folder / "records.jsonl.gz"
+    with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as stream:
+        stream.write(gzip.compress(text.encode("utf-8"), mtime=0))
+        stream.flush()
+        os.fsync(stream.fileno())
+    os.replace(stream.name, target)
+    (folder / "records.jsonl").unlink(missing_ok=True)
+    return target

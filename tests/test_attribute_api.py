@@ -170,12 +170,24 @@ def test_method_objects_are_the_case_methods(case):
 
 
 def test_every_registered_method_runs_by_name_and_names_itself(case):
-    assert list(mechrag.METHODS) == ["arc_jsd", *ESTIMATORS]
+    fast = ["hierarchical", "attention", "proxy"]
+    assert list(mechrag.METHODS) == ["arc_jsd", *fast, *ESTIMATORS]
+    # The two that need a setting on a tiny model: weights to read, a proxy to run.
+    settings = {"attention": {"weights": "fitted"}, "proxy": {"proxy": case.model}}
     for name, method_class in mechrag.METHODS.items():
         assert method_class.name == name and method_class.description
-        budget = None if name in ("arc_jsd", "exact", "loo") else 8
-        assert case.attribute(name, budget=budget).method == name
-    with pytest.raises(ValueError, match="choose from \\('arc_jsd', 'exact'"):
+        if name in settings:
+            method = method_class(**settings[name])
+            expected = "proxy_arc_jsd" if name == "proxy" else name
+        else:
+            budget = None if name in ("arc_jsd", "exact", "loo", *fast) else 8
+            method, expected = method_class().with_settings(budget=budget), name
+        if name == "attention":
+            with pytest.raises(ValueError, match="no fitted attention weights"):
+                case.attribute(method)
+            continue
+        assert case.attribute(method).method == expected
+    with pytest.raises(ValueError, match="choose from \\('arc_jsd', 'hierarchical'"):
         case.attribute("shap")
 
 

@@ -8,11 +8,20 @@ message read :data:`METHODS`. Adding a method is one class here: a
 from __future__ import annotations
 
 from mechrag.attribution.arc_jsd import ARCJSD
+from mechrag.attribution.attention import AttentionAttribution
 from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.estimators import ESTIMATORS
+from mechrag.attribution.hierarchical import HierarchicalARCJSD
+from mechrag.attribution.proxy import ProxyAttribution
 from mechrag.errors import InputError
 
-METHODS: dict[str, type[SourceMethod]] = {ARCJSD.name: ARCJSD, **ESTIMATORS}
+METHODS: dict[str, type[SourceMethod]] = {
+    ARCJSD.name: ARCJSD,
+    HierarchicalARCJSD.name: HierarchicalARCJSD,
+    AttentionAttribution.name: AttentionAttribution,
+    ProxyAttribution.name: ProxyAttribution,
+    **ESTIMATORS,
+}
 
 
 def resolve_method(method: str | SourceMethod) -> SourceMethod:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Float, Int
+from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
 from mechrag import adapter
@@ -246,6 +246,24 @@ class SourceScreen:
         return screen_sources(case, self.proxy, self.samples, self.seed)
 
 
+def rank_below(
+    scores: Float[np.ndarray, " n_sources"],
+    known: Bool[np.ndarray, " n_sources"],
+    priority: Float[np.ndarray, " n_sources"],
+) -> Float[np.ndarray, " n_sources"]:
+    """``scores`` with every unknown entry replaced by its ``priority``, rescaled so that the
+    largest sits at ``NON_CANDIDATE_CEILING`` times the smallest known score: unknown sources
+    still rank among themselves by priority, and below every known one."""
+    scores = np.array(scores, dtype=np.float64)
+    if known.all() or not known.any():
+        return scores if known.all() else np.asarray(priority, dtype=np.float64).copy()
+    rest = np.asarray(priority, dtype=np.float64)[~known]
+    top = rest.max()
+    scale = NON_CANDIDATE_CEILING * scores[known].min() / top if top > 0 else 0.0
+    scores[~known] = rest * scale
+    return scores
+
+
 def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str, label: str):
     """ARC-JSD scored exactly on the sources the screen ranks highest.
 
@@ -270,11 +288,7 @@ def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str, label: s
     scores = per_token.sum(-1)
     exact = np.zeros(case.n_sources, dtype=bool)
     exact[candidates] = True
-    if not exact.all():
-        priority = estimate.priority[~exact]
-        top = priority.max()
-        scale = NON_CANDIDATE_CEILING * scores[exact].min() / top if top > 0 else 0.0
-        scores[~exact] = priority * scale
+    scores = rank_below(scores, exact, estimate.priority)
     return case.attribution(
         f"{label}_screened",
         scores,

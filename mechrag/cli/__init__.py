@@ -16,11 +16,13 @@ import sys
 from mechrag._version import __version__
 from mechrag.errors import InputError, MissingDependencyError
 
-COMMANDS = ("attribute", "localize", "gate", "explain", "sweep", "demo", "report")
+COMMANDS = (
+    "attribute", "localize", "gate", "explain", "sweep", "demo", "report", "fit-attention"
+)
 
 
 def _command_module(name: str):
-    return importlib.import_module(f"mechrag.cli.{name}")
+    return importlib.import_module(f"mechrag.cli.{name.replace('-', '_')}")
 
 
 def _chosen_command(argv: list[str]) -> str | None:

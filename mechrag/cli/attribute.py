@@ -34,18 +34,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="arc_jsd", choices=tuple(METHODS))
     parser.add_argument("--unit", choices=("sentence", "document"), default="sentence")
     parser.add_argument("--budget", type=int, default=None, help="value calls (sampling methods)")
+    parser.add_argument(
+        "--documents", type=int, default=None, help="documents expanded (hierarchical)"
+    )
+    parser.add_argument(
+        "--weights", default=None, help="fitted, localized, uniform or a file (attention)"
+    )
+    parser.add_argument("--proxy-model", default=None, help="the proxy model (proxy)")
 
 
 def run(args: argparse.Namespace) -> None:
+    from mechrag.attribution.methods import resolve_method
     from mechrag.case import Case
     from mechrag.models import load_model
 
     check_html(args)
+    method = resolve_method(args.method).with_settings(
+        budget=args.budget, documents=args.documents, weights=args.weights, proxy=args.proxy_model
+    )
     sources = read_sources(args, args.unit)
     model = load_model(args.model)
     start = time.perf_counter()
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
-    attribution = case.attribute(args.method, budget=args.budget)
+    attribution = case.attribute(method)
     print_ranking(attribution, args.top_k)
     print(f"\n{time.perf_counter() - start:.1f} s")
     if args.out:

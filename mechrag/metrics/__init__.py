@@ -14,7 +14,7 @@ _MODULES = {
     ),
     "mechrag.metrics.answers": (
         "AnswerJudgement", "exact_match", "is_abstention", "judge_answer", "normalize_answer",
-        "token_f1",
+        "response_correct", "token_f1",
     ),
     "mechrag.metrics.detection": (
         "Interval", "RocCurve", "auroc", "bootstrap_ci", "mcnemar_exact", "roc_curve",

@@ -125,6 +125,18 @@ def token_f1(prediction: str, answers: Sequence[str]) -> float:
     return max((_f1(tokens, answer_tokens(a)) for a in answers), default=0.0)
 
 
+# A response counts as correct at this token F1 (or when it contains the answer).
+CORRECT_F1 = 0.5
+
+
+def response_correct(response: str, answers: Sequence[str]) -> bool:
+    """Whether ``response`` answers correctly: it contains some normalised gold answer, or its
+    token F1 with one is at least ``CORRECT_F1`` (a free-form response rarely matches exactly)."""
+    normalized = f" {normalize_answer(response)} "
+    contains = any(f" {normalize_answer(a)} " in normalized for a in answers if normalize_answer(a))
+    return contains or token_f1(response, answers) >= CORRECT_F1
+
+
 def expand_negations(text: str) -> str:
     """``text`` lowercased, apostrophes made straight and negative contractions expanded:
     ``doesn't`` and ``doesnt`` -> ``does not``, ``can't``/``cant``/``cannot`` -> ``can not``,

@@ -1,0 +1,261 @@
+"""The fast-attribution frontier: accuracy against cost, per context size, against exact ARC-JSD.
+
+For each context size and example, one greedy response is generated (outside every timing) and
+every method then runs on its own fresh case with that response, in this one process: exact
+ARC-JSD, the Fisher screen, hierarchical ARC-JSD, a proxy model, attention attribution with
+uniform, localized and fitted weights, and ContextCite at 32 ablations. Each method's speed-up
+is exact ARC-JSD's seconds over its seconds on the same example; agreement is the top-1 match
+and the Spearman correlation with exact ARC-JSD's scores; gold top-1 says whether its top
+source is a gold sentence.
+
+Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
+:func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
+sentences) and ``musique`` (all twenty paragraphs, ~90). Examples are the first of the shipped
+training samples, which the fitted attention weights never saw (they were fitted from example 50
+on; the run refuses any overlap).
+
+Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
+there); ``--summary`` prints the table and draws the plot from the records alone.
+
+    python benchmarks/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
+    python benchmarks/frontier.py --summary
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_OUT = Path("experiments/runs/frontier_smollm2")
+METHODS = (
+    "exact",
+    "screen",
+    "hierarchical",
+    "proxy",
+    "attention_uniform",
+    "attention_localized",
+    "attention_fitted",
+    "contextcite32",
+)
+SIZES = ("10", "20", "40", "hotpotqa", "musique")
+SCREEN_CANDIDATES = 5
+HIERARCHICAL_DOCUMENTS = 2
+PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
+
+
+def configured(name: str, model_name: str):
+    """The method object behind each benchmark name."""
+    from mechrag import ARCJSD, SourceScreen
+    from mechrag.attribution.attention import AttentionAttribution
+    from mechrag.attribution.estimators import ContextCite
+    from mechrag.attribution.hierarchical import HierarchicalARCJSD
+    from mechrag.attribution.proxy import ProxyAttribution
+
+    return {
+        "exact": lambda: ARCJSD(),
+        "screen": lambda: ARCJSD(screen=SourceScreen(SCREEN_CANDIDATES)),
+        "hierarchical": lambda: HierarchicalARCJSD(documents=HIERARCHICAL_DOCUMENTS),
+        "proxy": lambda: ProxyAttribution(proxy=PROXIES[model_name]),
+        "attention_uniform": lambda: AttentionAttribution(weights="uniform"),
+        "attention_localized": lambda: AttentionAttribution(weights="localized"),
+        "attention_fitted": lambda: AttentionAttribution(weights="fitted"),
+        "contextcite32": lambda: ContextCite(budget=32),
+    }[name]()
+
+
+def examples_of_size(size: str, count: int) -> list:
+    from mechrag.data import cut_to_sentences, load_examples
+
+    if size == "musique":
+        return load_examples("musique", unit="sentence")[:count]
+    examples = load_examples("hotpotqa", unit="sentence")[:count]
+    return examples if size == "hotpotqa" else [cut_to_sentences(e, int(size)) for e in examples]
+
+
+def check_unseen(model, examples) -> None:
+    """Refuse examples the shipped attention weights were fitted on."""
+    from mechrag.attribution.attention import shipped_weights
+
+    weights = shipped_weights(model)
+    seen = set(weights.provenance.get("data", {}).get("example_keys", [])) if weights else set()
+    overlap = sorted(seen & {f"{e.dataset}:{e.id}" for e in examples})
+    if overlap:
+        raise SystemExit(f"these examples were used to fit the weights: {overlap[:3]}...")
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from mechrag import Case
+    from mechrag.metrics.answers import response_correct
+    from mechrag.models import load_model
+    from mechrag.outputs import append_jsonl, run_records
+
+    torch.set_num_threads(args.threads)
+    print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
+    model = load_model(args.model)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    done = {(r["size"], r["id"], r["method"]) for r in run_records(out)}
+    responses = {
+        (r["size"], r["id"]): r["response_ids"] for r in run_records(out) if r["method"] == "exact"
+    }
+    for size in args.sizes:
+        examples = examples_of_size(size, args.examples)
+        check_unseen(model, examples)
+        for example in examples:
+            response = responses.get((size, example.id))
+            if response is None:
+                response = Case.from_example(
+                    model, example, max_new_tokens=args.max_new_tokens
+                ).response_ids
+            for name in args.methods:
+                if (size, example.id, name) in done:
+                    continue
+                case = Case.from_example(model, example, response=list(response))
+                start = time.perf_counter()
+                result = configured(name, args.model)(case)
+                seconds = time.perf_counter() - start
+                ranked = [result.sources[i].id for i in result.ranking]
+                append_jsonl(
+                    out / "records.jsonl",
+                    {
+                        "size": size,
+                        "id": example.id,
+                        "dataset": example.dataset,
+                        "method": name,
+                        "model": args.model,
+                        "threads": torch.get_num_threads(),
+                        "n_sources": case.n_sources,
+                        "prompt_tokens": len(case.builder.ids()),
+                        "response_ids": list(response),
+                        "correct": response_correct(case.response_text, [example.answer]),
+                        "gold_ids": list(example.gold_ids),
+                        "source_ids": [s.id for s in case.sources],
+                        "scores": result.scores.tolist(),
+                        "top1_gold": ranked[0] in example.gold_ids,
+                        "seconds": seconds,
+                        "forward_passes": result.forward_passes,
+                        "model_calls": result.model_calls,
+                    },
+                )
+                print(
+                    f"{size:>8} {example.id[:10]} {name:>20} {seconds:7.1f} s "
+                    f"({result.forward_passes} passes)",
+                    flush=True,
+                )
+
+
+def summary_rows(records: list[dict]) -> list[dict]:
+    """Per size and method: n, speed-up over exact (ratio of summed seconds on the examples
+    both ran), top-1 agreement and mean Spearman with exact, gold top-1."""
+    from scipy.stats import spearmanr
+
+    exact = {(r["size"], r["id"]): r for r in records if r["method"] == "exact"}
+    rows = []
+    for size in dict.fromkeys(r["size"] for r in records):
+        for method in METHODS:
+            pairs = [
+                (r, exact[(size, r["id"])])
+                for r in records
+                if r["size"] == size and r["method"] == method and (size, r["id"]) in exact
+            ]
+            if not pairs:
+                continue
+            agree = [np.argmax(r["scores"]) == np.argmax(e["scores"]) for r, e in pairs]
+            rho = [spearmanr(r["scores"], e["scores"]).statistic for r, e in pairs]
+            rows.append(
+                {
+                    "size": size,
+                    "method": method,
+                    "n": len(pairs),
+                    "sentences": float(np.mean([r["n_sources"] for r, _ in pairs])),
+                    "seconds": float(np.mean([r["seconds"] for r, _ in pairs])),
+                    "speedup": sum(e["seconds"] for _, e in pairs)
+                    / sum(r["seconds"] for r, _ in pairs),
+                    "passes": float(np.mean([r["forward_passes"] for r, _ in pairs])),
+                    "top1_agreement": float(np.mean(agree)),
+                    "spearman": float(np.nanmean(rho)),
+                    "gold_top1": float(np.mean([r["top1_gold"] for r, _ in pairs])),
+                }
+            )
+    return rows
+
+
+def print_summary(rows: list[dict]) -> None:
+    print(
+        "| size | method | n | sentences | s / example | speed-up | passes | top-1 agr. | "
+        "Spearman | gold top-1 |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['size']} | {r['method']} | {r['n']} | {r['sentences']:.0f} | "
+            f"{r['seconds']:.1f} | {r['speedup']:.1f}x | {r['passes']:.1f} | "
+            f"{r['top1_agreement']:.2f} | {r['spearman']:.2f} | {r['gold_top1']:.2f} |"
+        )
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = list(dict.fromkeys(r["size"] for r in rows))
+    figure, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        for r in (r for r in rows if r["size"] == size):
+            ax.scatter(r["speedup"], r["spearman"], s=30)
+            ax.annotate(
+                f"{r['method']} (top-1 {r['top1_agreement']:.2f})",
+                (r["speedup"], r["spearman"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+        n = max(r["n"] for r in rows if r["size"] == size)
+        ax.set(
+            xscale="log",
+            xlabel="speed-up over exact ARC-JSD (log)",
+            ylabel="Spearman with exact",
+            title=f"size {size} (n ≤ {n})",
+            ylim=(-0.2, 1.05),
+        )
+        ax.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2-135m", choices=tuple(PROXIES))
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=SIZES)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--examples", type=int, default=20)
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--summary", action="store_true", help="table and plot from records")
+    parser.add_argument("--figure", default="experiments/figures/frontier_smollm2.png")
+    args = parser.parse_args()
+    if "exact" not in args.methods and not args.summary:
+        parser.error("exact is the reference: keep it in --methods")
+    if not args.summary:
+        run(args)
+    from mechrag.outputs import run_records
+
+    rows = summary_rows(run_records(args.out))
+    print_summary(rows)
+    if rows:
+        plot(rows, Path(args.figure))
+
+
+if __name__ == "__main__":
+    main()

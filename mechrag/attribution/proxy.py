@@ -1,0 +1,63 @@
+"""Proxy-model attribution: a smaller (or just another) model attributes the target's response.
+
+AttriBoT's proxy trick (Liu, Kandpal and Raffel, ICLR 2025). The proxy gets the same query and
+sources, rendered with its own tokenizer and prompt template, and the target model's response
+*text*, re-tokenised with the proxy's tokenizer (so the response is the same string, whatever the
+two vocabularies). Any registered method then runs on that proxy case, and its source scores are
+the result. The cost is the proxy's: ``forward_passes`` counts the proxy's passes (the target
+model runs none); ``metadata['proxy']`` names the proxy.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import ClassVar
+
+from mechrag.attribution.base import SourceMethod
+from mechrag.errors import InputError
+
+
+@functools.lru_cache(maxsize=2)
+def _load_proxy(name: str):
+    from mechrag.models import load_model
+
+    return load_model(name, device="cpu")
+
+
+@dataclass(frozen=True)
+class ProxyAttribution(SourceMethod):
+    """``proxy``: a model name for :func:`mechrag.load_model` (loaded once, on the CPU) or a
+    loaded model; ``method``: the registered method the proxy runs (default exact ARC-JSD)."""
+
+    name: ClassVar[str] = "proxy"
+    description: ClassVar[str] = "another model's attribution of the same response text"
+    refusal: ClassVar[str] = "proxy runs its method's defaults on the proxy model"
+    ignored: ClassVar[tuple[str, ...]] = ("seed", "reuse_scored")
+    proxy: object = None
+    method: str = "arc_jsd"
+
+    def proxy_case(self, case):
+        """The case on the proxy model: same query, sources and response text."""
+        if self.proxy is None:
+            raise InputError("proxy attribution needs a proxy model: ProxyAttribution(proxy=...)")
+        model = _load_proxy(self.proxy) if isinstance(self.proxy, str) else self.proxy
+        return case.for_model(model)
+
+    def __call__(self, case):
+        meter = case.meter()
+        proxied = self.proxy_case(case)
+        result = proxied.attribute(self.method)
+        attribution = case.attribution(
+            f"proxy_{result.method}",
+            result.scores,
+            meter,
+            model_calls=result.model_calls,
+            metadata={
+                "proxy": getattr(proxied.model, "mechrag_name", None),
+                "proxy_method": result.method,
+                "proxy_response_tokens": len(proxied.response_ids),
+            },
+        )
+        attribution.forward_passes = result.forward_passes
+        return attribution

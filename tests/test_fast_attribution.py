@@ -1,0 +1,413 @@
+"""Fast attribution: hierarchical ARC-JSD, attention attribution and its fit, proxy models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from helpers import hook_count
+from scipy.stats import spearmanr
+
+from mechrag import Case
+from mechrag.attribution.attention import (
+    AttentionAttribution,
+    AttentionWeights,
+    attention_features,
+    localized_weights,
+    model_key,
+    model_shape,
+)
+from mechrag.attribution.attention_fit import (
+    fit_head_weights,
+    fit_quality,
+    project_to_simplex,
+    weights_from_records,
+)
+from mechrag.attribution.hierarchical import HierarchicalARCJSD, document_masks
+from mechrag.attribution.proxy import ProxyAttribution
+from mechrag.attribution.screening import source_token_owners
+from mechrag.errors import InputError, InputFileError
+from mechrag.sources import Source
+
+QUERY = "Where does Ana live?"
+RESPONSE = "Ana lives in Oslo."
+
+
+def sources(n_paragraphs: int = 4, per: int = 3) -> list[Source]:
+    return [
+        Source(f"p{p}s{s}", f"Fact {p}.{s}: item {7 * p + s} is here.", f"Title {p}", p)
+        for p in range(n_paragraphs)
+        for s in range(per)
+    ]
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def tiny(request):
+    from mechrag.toy import tiny_model
+
+    return tiny_model(request.param)
+
+
+def fresh(model, srcs=None) -> Case:
+    return Case(model, QUERY, srcs or sources(), RESPONSE)
+
+
+# -- hierarchical ------------------------------------------------------------------------------
+
+
+def test_document_masks_group_by_paragraph(tiny):
+    case = fresh(tiny, [*sources(2, 2), Source("x", "Loose fact.")])
+    documents, removed = document_masks(case)
+    assert documents == [0, 1, ("source", 4)]
+    np.testing.assert_array_equal(~removed, [[1, 1, 0, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 1]])
+
+
+def test_hierarchical_with_every_document_equals_exact(tiny):
+    exact = fresh(tiny).arc_jsd()
+    case = fresh(tiny)
+    result = HierarchicalARCJSD(documents=4)(case)
+    np.testing.assert_allclose(result.scores, exact.scores, rtol=1e-12)
+    np.testing.assert_allclose(result.token_scores, exact.token_scores, rtol=1e-12)
+    assert result.model_calls == exact.model_calls == 13
+    assert all(result.metadata["exact"])
+
+
+def test_hierarchical_scores_expanded_sentences_exactly_and_ranks_the_rest_below(tiny):
+    exact = fresh(tiny).arc_jsd()
+    case = fresh(tiny)
+    result = HierarchicalARCJSD(documents=1)(case)
+    documents, removed = document_masks(case)
+    document_scores = case.token_divergences(removed).sum(-1)
+    np.testing.assert_allclose(result.metadata["document_scores"], document_scores)
+    top = int(np.argmax(document_scores))
+    inside = np.flatnonzero(~removed[top])
+    np.testing.assert_allclose(result.scores[inside], exact.scores[inside], rtol=1e-12)
+    outside = np.setdiff1d(np.arange(case.n_sources), inside)
+    assert result.scores[outside].max() < result.scores[inside].min()
+    # Unexpanded sentences rank by their document's score per sentence.
+    share = document_scores[[case.sources[i].paragraph for i in outside]] / 3
+    assert spearmanr(result.scores[outside], share).statistic == pytest.approx(1.0)
+    # Cost: the full context, four documents, three sentences.
+    assert result.model_calls == 1 + 4 + 3
+    assert result.forward_passes <= result.model_calls
+
+
+def test_hierarchical_subsets_join_the_cache(tiny):
+    case = fresh(tiny)
+    HierarchicalARCJSD(documents=1)(case)
+    assert case.subsets_scored == 4 + 3  # the documents and the top document's sentences
+    case.arc_jsd()
+    assert case.subsets_scored == 4 + 12  # exact ARC-JSD scored only the nine others
+
+
+def test_hierarchical_composes_with_the_screen(tiny):
+    case = fresh(tiny)
+    result = HierarchicalARCJSD(documents=2, screen=2)(case)
+    exact_flags = np.asarray(result.metadata["exact"])
+    assert exact_flags.sum() == 2
+    expanded_documents = result.metadata["expanded_documents"]
+    expanded = np.isin([s.paragraph for s in case.sources], expanded_documents)
+    assert expanded[exact_flags].all()
+    reference = fresh(tiny).arc_jsd()
+    np.testing.assert_allclose(result.scores[exact_flags], reference.scores[exact_flags])
+    # Exact first, then the other expanded sentences, then the rest.
+    tiers = [exact_flags, expanded & ~exact_flags, ~expanded]
+    for upper, lower in zip(tiers, tiers[1:]):
+        assert result.scores[upper].min() > result.scores[lower].max()
+
+
+def test_hierarchical_refuses_bad_settings(tiny):
+    with pytest.raises(InputError, match="documents"):
+        HierarchicalARCJSD(documents=0)
+    with pytest.raises(InputError, match="budget"):
+        fresh(tiny).attribute("hierarchical", budget=3)
+
+
+# -- attention features ------------------------------------------------------------------------
+
+
+def reference_features(model, case) -> np.ndarray:
+    """The features from TransformerLens's own cache of one plain forward pass."""
+    sequence = case.builder.ids() + case.response_ids[:-1]
+    _, cache = model.run_with_cache(
+        torch.tensor([sequence]), names_filter=lambda name: name.endswith("hook_pattern")
+    )
+    owners = source_token_owners(case.builder)
+    n_response = len(case.response_ids)
+    layers = []
+    for layer in range(model.cfg.n_layers):
+        pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0, :, -n_response:].double()
+        prompt = pattern[..., : len(owners)].numpy()
+        layers.append(
+            np.stack([prompt[..., owners == i].sum(-1).mean(-1) for i in range(case.n_sources)], -1)
+        )
+    return np.stack(layers)
+
+
+def test_attention_features_equal_transformerlens_patterns(tiny):
+    case = fresh(tiny)
+    features = attention_features(case)
+    np.testing.assert_allclose(features.features, reference_features(tiny, case), atol=1e-6)
+    # On the cached full-context pass (prefix reuse) they are the same.
+    case.arc_jsd()
+    cached = attention_features(case)
+    np.testing.assert_allclose(cached.features, features.features, atol=1e-6)
+    assert (features.features >= 0).all() and (features.features.sum(-1) <= 1 + 1e-9).all()
+
+
+def test_attention_costs_one_pass_on_a_fresh_case_and_removes_its_hooks(tiny):
+    before = hook_count(tiny)
+    case = fresh(tiny)
+    result = AttentionAttribution(weights="uniform")(case)
+    assert result.forward_passes == 1 and result.model_calls == 1
+    assert case.engine.forward_passes == 1
+    assert hook_count(tiny) == before
+    uniform = attention_features(fresh(tiny)).features.mean((0, 1))
+    np.testing.assert_allclose(result.scores, uniform, rtol=1e-9)
+    np.testing.assert_allclose(result.token_scores.mean(-1), result.scores)
+    assert result.method == "attention_uniform"
+
+
+def weights_for(model, fitted=None, localized=None) -> AttentionWeights:
+    shape = (model.cfg.n_layers, model.cfg.n_heads)
+    rng = np.random.default_rng(0)
+    return AttentionWeights(
+        model_key(model),
+        model_shape(model),
+        rng.random(shape) if fitted is None else fitted,
+        localized,
+        {"note": "test"},
+    )
+
+
+def test_weights_round_trip_and_score(tiny, tmp_path):
+    weights = weights_for(tiny)
+    paths = weights.save(tmp_path / "w.safetensors")
+    assert [p.name for p in paths] == ["w.safetensors", "w.json"]
+    loaded = AttentionWeights.load(tmp_path / "w.safetensors")
+    np.testing.assert_array_equal(loaded.fitted, weights.fitted)
+    assert loaded.localized is None and loaded.provenance == {"note": "test"}
+    case = fresh(tiny)
+    result = AttentionAttribution(weights=str(tmp_path / "w.safetensors"))(case)
+    expected = np.einsum("lh,lhs->s", weights.fitted, attention_features(fresh(tiny)).features)
+    np.testing.assert_allclose(result.scores, expected, rtol=1e-9)
+    assert result.method == "attention"
+
+
+def test_weights_for_another_model_are_refused(tiny_llama, tiny_gpt2, tmp_path):
+    weights_for(tiny_llama).save(tmp_path / "llama.safetensors")
+    with pytest.raises(InputError, match="fitted for 'tiny-llama'"):
+        AttentionAttribution(weights=str(tmp_path / "llama.safetensors"))(fresh(tiny_gpt2))
+    other = weights_for(tiny_llama)
+    other.shape = {**other.shape, "n_heads": 99}
+    with pytest.raises(InputError, match="fit-attention"):
+        other.check(tiny_llama)
+
+
+def test_missing_and_foreign_weight_files_are_bad_input(tiny, tmp_path):
+    with pytest.raises(InputFileError, match="not found"):
+        AttentionAttribution(weights=str(tmp_path / "none.safetensors"))(fresh(tiny))
+    from safetensors.numpy import save_file
+
+    save_file({"x": np.zeros(2)}, str(tmp_path / "other.safetensors"))
+    with pytest.raises(InputFileError, match="not a mechrag"):
+        AttentionWeights.load(tmp_path / "other.safetensors")
+
+
+def test_fitted_weights_need_a_file_for_models_without_shipped_ones(tiny):
+    with pytest.raises(InputError, match="fit-attention"):
+        fresh(tiny).attribute("attention")
+
+
+def test_localized_fallback_runs_localize_on_the_case(tiny):
+    case = fresh(tiny)
+    result = AttentionAttribution(weights="localized")(case)
+    heads = fresh(tiny).localize(gains=False).heads
+    weights = localized_weights([heads])
+    assert (weights > 0).sum() == min(10, heads.size)
+    np.testing.assert_allclose(
+        result.scores, np.einsum("lh,lhs->s", weights, attention_features(case).features)
+    )
+    assert result.metadata["weights_from"] == "localize on this case"
+    assert result.forward_passes > 1  # honest: the localisation's passes count
+
+
+def test_localized_weights_pick_the_top_normalised_heads():
+    a = np.array([[4.0, 0.0], [0.0, 0.0]])
+    b = np.array([[0.0, 0.0], [1.0, 0.0]])
+    np.testing.assert_array_equal(localized_weights([a, b], top=2), [[0.5, 0], [0.5, 0]])
+    np.testing.assert_array_equal(localized_weights([a, a], top=1), [[1, 0], [0, 0]])
+
+
+# -- the fit -----------------------------------------------------------------------------------
+
+
+def test_simplex_projection_matches_a_brute_force_minimiser():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        v = torch.as_tensor(rng.normal(size=4))
+        w = project_to_simplex(v)
+        assert float(w.sum()) == pytest.approx(1.0) and (w >= 0).all()
+        # The projection is the closest simplex point: no random simplex point is closer.
+        others = torch.as_tensor(rng.dirichlet(np.ones(4), size=2000))
+        assert float((w - v).norm()) <= float((others - v).norm(dim=1).min()) + 1e-12
+
+
+def test_fit_recovers_known_weights_on_a_synthetic_problem():
+    rng = np.random.default_rng(0)
+    truth = np.zeros(12)
+    truth[[1, 5, 9]] = [0.5, 0.3, 0.2]
+    designs = [rng.random((int(rng.integers(6, 20)), 12)) for _ in range(60)]
+    targets = [d @ truth for d in designs]
+    fitted = fit_head_weights(designs, targets, l2=0.0, steps=3000, learning_rate=0.01, seed=3)
+    np.testing.assert_allclose(fitted, truth, atol=0.02)
+    assert fitted.min() >= 0 and fitted.sum() == pytest.approx(1.0)
+    quality = fit_quality(fitted, designs, targets)
+    assert quality["top1"] == 1.0 and quality["spearman"] > 0.99
+    uniform = fit_quality(np.full(12, 1 / 12), designs, targets)
+    assert uniform["spearman"] < 0.9
+
+
+def test_fit_is_seeded_and_regularised():
+    rng = np.random.default_rng(2)
+    designs = [rng.random((8, 6)) for _ in range(10)]
+    targets = [rng.random(8) for _ in range(10)]
+    a = fit_head_weights(designs, targets, seed=4, steps=50)
+    np.testing.assert_array_equal(a, fit_head_weights(designs, targets, seed=4, steps=50))
+    spread = fit_head_weights(designs, targets, l2=10.0, steps=300)
+    np.testing.assert_allclose(spread, np.full(6, 1 / 6), atol=0.02)
+    with pytest.raises(InputError, match="target"):
+        fit_head_weights(designs, targets, target="logits")
+
+
+def test_weights_from_records_hold_their_provenance(tiny):
+    rng = np.random.default_rng(5)
+    n_heads = tiny.cfg.n_layers * tiny.cfg.n_heads
+    truth = rng.dirichlet(np.ones(n_heads))
+    records = []
+    for _ in range(8):
+        design = rng.random((6, n_heads))
+        records.append(
+            {
+                "design": design.tolist(),
+                "scores": (design @ truth).tolist(),
+                "heads": rng.random((tiny.cfg.n_layers, tiny.cfg.n_heads)).tolist(),
+            }
+        )
+    weights = weights_from_records(records, tiny, l2=0.0, provenance={"data": "synthetic"})
+    assert weights.provenance["data"] == "synthetic"
+    quality = weights.provenance["quality"]
+    assert quality["validation"]["n"] == 2 and quality["train"]["n"] == 8
+    assert quality["train"]["spearman"] > 0.9
+    assert weights.fitted.shape == (tiny.cfg.n_layers, tiny.cfg.n_heads)
+    weights.check(tiny)
+
+
+# -- proxy -------------------------------------------------------------------------------------
+
+
+def test_proxy_retokenises_the_response_text(tiny_llama):
+    from mechrag.toy import tiny_model
+
+    proxy = tiny_model("gpt2")  # a prefix-space byte tokenizer would split differently
+    case = fresh(tiny_llama)
+    method = ProxyAttribution(proxy=proxy)
+    proxied = method.proxy_case(case)
+    assert proxy.tokenizer.decode(proxied.response_ids) == case.response_text
+    result = method(case)
+    direct = Case(proxy, QUERY, sources(), RESPONSE).arc_jsd()
+    np.testing.assert_allclose(result.scores, direct.scores)
+    assert result.method == "proxy_arc_jsd" and result.metadata["proxy"] == model_key(proxy)
+    # The cost is the proxy's passes; the target model ran none.
+    assert case.engine.forward_passes == 0
+    assert result.forward_passes == direct.forward_passes and result.model_calls == 13
+    with pytest.raises(InputError, match="proxy model"):
+        fresh(tiny_llama).attribute("proxy")
+
+
+# -- the command line and the records ----------------------------------------------------------
+
+
+def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsys):
+    from mechrag.cli import main
+
+    out = tmp_path / "w.safetensors"
+    words = [
+        "fit-attention",
+        "--model",
+        "toy:llama",
+        "--dataset",
+        "hotpotqa",
+        "--n",
+        "3",
+        "--sentences",
+        "6",
+        "--max-new-tokens",
+        "4",
+        "--out",
+        str(out),
+    ]
+    assert main(words) == 0
+    weights = AttentionWeights.load(out)
+    assert weights.model == "tiny-llama" and weights.provenance["n"] == 3
+    assert len(weights.provenance["data"]["example_keys"]) == 3
+    assert weights.provenance["command"].startswith("mechrag fit-attention --dataset hotpotqa")
+    assert weights.fitted.sum() == pytest.approx(1.0) and weights.localized is not None
+    records = tmp_path / "w_cases" / "records.jsonl"
+    assert len(records.read_text().splitlines()) == 3
+    capsys.readouterr()
+    assert main(words) == 0  # resumed: every case is on record, nothing is run again
+    assert "[1/3]" not in capsys.readouterr().out
+    assert len(records.read_text().splitlines()) == 3
+    assert main([*words[:4], "squad", *words[5:]]) == 2
+    assert "training splits only" in capsys.readouterr().err
+
+
+def test_attribute_command_takes_the_fast_methods(tmp_path, capsys, monkeypatch, tiny_llama):
+    from mechrag.cli import main
+
+    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    context = tmp_path / "context.txt"
+    context.write_text("Ana lives in Oslo. Oslo is cold.\n\nBo likes tea. Cy is tall.\n")
+    base = [
+        "attribute",
+        "--query",
+        QUERY,
+        "--context-file",
+        str(context),
+        "--response",
+        RESPONSE,
+    ]
+    for extra in (
+        ["--method", "hierarchical", "--documents", "1"],
+        ["--method", "attention", "--weights", "uniform"],
+    ):
+        assert main([*base, *extra]) == 0, capsys.readouterr().err
+    assert main([*base, "--method", "arc_jsd", "--weights", "uniform"]) == 2
+    assert "takes" in capsys.readouterr().err
+
+
+def test_compacted_records_read_back_in_order(tmp_path):
+    from mechrag.outputs import append_jsonl, compact_records, run_records
+
+    for i in range(3):
+        append_jsonl(tmp_path / "records.jsonl", {"i": i})
+    target = compact_records(tmp_path)
+    assert target.name == "records.jsonl.gz" and not (tmp_path / "records.jsonl").exists()
+    append_jsonl(tmp_path / "records.jsonl", {"i": 3})
+    assert [r["i"] for r in run_records(tmp_path)] == [0, 1, 2, 3]
+    compact_records(tmp_path)
+    assert [r["i"] for r in run_records(tmp_path)] == [0, 1, 2, 3]
+
+
+def test_cut_to_sentences_keeps_gold_and_every_paragraph():
+    from mechrag.data import cut_to_sentences, load_examples
+
+    example = load_examples("hotpotqa", unit="sentence")[0]
+    cut = cut_to_sentences(example, 12)
+    assert len(cut.sources) == 12 and set(example.gold_ids) <= {s.id for s in cut.sources}
+    assert len({s.paragraph for s in cut.sources}) == len({s.paragraph for s in example.sources})
+    order = [example.sources.index(s) for s in cut.sources]
+    assert order == sorted(order)
+    with pytest.raises(InputError):
+        cut_to_sentences(example, 1)
