@@ -10,7 +10,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint benchmark clean
+.PHONY: demo test lint benchmark results clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ lint: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/engine_speed.py
+
+results: $(STAMP)
+	$(BIN)/python experiments/make_results.py
 
 clean:
 	rm -rf $(VENV) outputs
