@@ -15,10 +15,9 @@ training samples, which the fitted attention weights never saw (they were fitted
 on; the run refuses any overlap).
 
 Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
-there); ``--summary`` prints the table and draws the plot from the records alone.
+there); ``make results`` builds the table and the plot from the records alone.
 
     python benchmarks/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
-    python benchmarks/frontier.py --summary
 """
 
 from __future__ import annotations
@@ -28,9 +27,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
-DEFAULT_OUT = Path("experiments/runs/frontier_smollm2")
 METHODS = (
     "exact",
     "screen",
@@ -150,89 +146,6 @@ def run(args: argparse.Namespace) -> None:
                 )
 
 
-def summary_rows(records: list[dict]) -> list[dict]:
-    """Per size and method: n, speed-up over exact (ratio of summed seconds on the examples
-    both ran), top-1 agreement and mean Spearman with exact, gold top-1."""
-    from scipy.stats import spearmanr
-
-    exact = {(r["size"], r["id"]): r for r in records if r["method"] == "exact"}
-    rows = []
-    for size in dict.fromkeys(r["size"] for r in records):
-        for method in METHODS:
-            pairs = [
-                (r, exact[(size, r["id"])])
-                for r in records
-                if r["size"] == size and r["method"] == method and (size, r["id"]) in exact
-            ]
-            if not pairs:
-                continue
-            agree = [np.argmax(r["scores"]) == np.argmax(e["scores"]) for r, e in pairs]
-            rho = [spearmanr(r["scores"], e["scores"]).statistic for r, e in pairs]
-            rows.append(
-                {
-                    "size": size,
-                    "method": method,
-                    "n": len(pairs),
-                    "sentences": float(np.mean([r["n_sources"] for r, _ in pairs])),
-                    "seconds": float(np.mean([r["seconds"] for r, _ in pairs])),
-                    "speedup": sum(e["seconds"] for _, e in pairs)
-                    / sum(r["seconds"] for r, _ in pairs),
-                    "passes": float(np.mean([r["forward_passes"] for r, _ in pairs])),
-                    "top1_agreement": float(np.mean(agree)),
-                    "spearman": float(np.nanmean(rho)),
-                    "gold_top1": float(np.mean([r["top1_gold"] for r, _ in pairs])),
-                }
-            )
-    return rows
-
-
-def print_summary(rows: list[dict]) -> None:
-    print(
-        "| size | method | n | sentences | s / example | speed-up | passes | top-1 agr. | "
-        "Spearman | gold top-1 |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r['size']} | {r['method']} | {r['n']} | {r['sentences']:.0f} | "
-            f"{r['seconds']:.1f} | {r['speedup']:.1f}x | {r['passes']:.1f} | "
-            f"{r['top1_agreement']:.2f} | {r['spearman']:.2f} | {r['gold_top1']:.2f} |"
-        )
-
-
-def plot(rows: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = list(dict.fromkeys(r["size"] for r in rows))
-    figure, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
-    for ax, size in zip(axes[0], sizes):
-        for r in (r for r in rows if r["size"] == size):
-            ax.scatter(r["speedup"], r["spearman"], s=30)
-            ax.annotate(
-                f"{r['method']} (top-1 {r['top1_agreement']:.2f})",
-                (r["speedup"], r["spearman"]),
-                fontsize=7,
-                xytext=(3, 3),
-                textcoords="offset points",
-            )
-        n = max(r["n"] for r in rows if r["size"] == size)
-        ax.set(
-            xscale="log",
-            xlabel="speed-up over exact ARC-JSD (log)",
-            ylabel="Spearman with exact",
-            title=f"size {size} (n ≤ {n})",
-            ylim=(-0.2, 1.05),
-        )
-        ax.grid(alpha=0.3)
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    print(f"wrote {path}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", choices=tuple(PROXIES))
@@ -241,20 +154,13 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", default=str(DEFAULT_OUT))
-    parser.add_argument("--summary", action="store_true", help="table and plot from records")
-    parser.add_argument("--figure", default="experiments/figures/frontier_smollm2.png")
+    parser.add_argument("--out", default=None, help="default: experiments/runs/frontier_MODEL")
     args = parser.parse_args()
-    if "exact" not in args.methods and not args.summary:
+    args.out = args.out or f"experiments/runs/frontier_{args.model.split('-')[0]}"
+    if "exact" not in args.methods:
         parser.error("exact is the reference: keep it in --methods")
-    if not args.summary:
-        run(args)
-    from mechrag.outputs import run_records
-
-    rows = summary_rows(run_records(args.out))
-    print_summary(rows)
-    if rows:
-        plot(rows, Path(args.figure))
+    run(args)
+    print("table and figure: make results (experiments/make_results.py, table 'frontier')")
 
 
 if __name__ == "__main__":

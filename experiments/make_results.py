@@ -339,6 +339,32 @@ def alignment_table(records: list[dict]) -> str:
 FRONTIER_REFERENCE = "exact"
 
 
+def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
+    """Per (size, method): each example's record paired with exact ARC-JSD's on it."""
+    exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
+    pairs = {}
+    for (size, method), group in grouped(records, lambda r: (r["size"], r["method"])).items():
+        found = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
+        for record, reference in found:
+            if record["source_ids"] != reference["source_ids"]:
+                raise InputError(f"frontier {size}/{record['id']}: {method} scored other sources")
+        if found:
+            pairs[size, method] = found
+    return pairs
+
+
+def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
+    """Speed-up (summed seconds), top-1 agreement, the defined Spearman values, gold top-1."""
+    rhos = np.array([spearman_test(r["scores"], e["scores"])[0] for r, e in pairs])
+    return {
+        "exact_seconds": [e["seconds"] for _, e in pairs],
+        "seconds": [r["seconds"] for r, _ in pairs],
+        "agrees": [np.argmax(r["scores"]) == np.argmax(e["scores"]) for r, e in pairs],
+        "rhos": rhos[~np.isnan(rhos)],
+        "gold": [r["top1_gold"] for r, _ in pairs],
+    }
+
+
 @table(
     "frontier",
     run="frontier_smollm2",
@@ -350,22 +376,14 @@ FRONTIER_REFERENCE = "exact"
 )
 def frontier_table(records: list[dict]) -> str:
     """Accuracy against cost of the fast attribution methods, per context size."""
-    exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
     header = [
         "size", "method", "n", "sentences", "speed-up", "top-1 agrees with exact",
         "Spearman with exact", "gold top-1",
     ]  # fmt: skip
     rows = []
-    for (size, method), group in grouped(records, lambda r: (r["size"], r["method"])).items():
-        pairs = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
-        if not pairs:
-            continue
-        for found, reference in pairs:
-            if found["source_ids"] != reference["source_ids"]:
-                raise InputError(f"frontier {size}/{found['id']}: {method} scored other sources")
-        agrees = [np.argmax(r["scores"]) == np.argmax(e["scores"]) for r, e in pairs]
-        rhos = np.array([spearman_test(r["scores"], e["scores"])[0] for r, e in pairs])
-        rhos = rhos[~np.isnan(rhos)]
+    for (size, method), pairs in frontier_pairs(records).items():
+        measured = frontier_measures(pairs)
+        rhos = measured["rhos"]
         spearman_cell = interval(rhos, sign=True) if len(rhos) else "—"
         if len(rhos) < len(pairs):
             spearman_cell += f" (n = {len(rhos)})"
@@ -375,13 +393,48 @@ def frontier_table(records: list[dict]) -> str:
                 method,
                 str(len(pairs)),
                 f"{np.mean([r['n_sources'] for r, _ in pairs]):.1f}",
-                ratio_interval([e["seconds"] for _, e in pairs], [r["seconds"] for r, _ in pairs]),
-                interval(agrees),
+                ratio_interval(measured["exact_seconds"], measured["seconds"]),
+                interval(measured["agrees"]),
                 spearman_cell,
-                interval([r["top1_gold"] for r, _ in pairs]),
+                interval(measured["gold"]),
             ]
         )
     return markdown(header, rows)
+
+
+def frontier_figure(records: list[dict], path: Path) -> None:
+    """Spearman with exact against the speed-up (log), one panel per context size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = frontier_pairs(records)
+    sizes = list(dict.fromkeys(size for size, _ in pairs))
+    figure, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        for (at, method), found in pairs.items():
+            if at != size:
+                continue
+            measured = frontier_measures(found)
+            speedup = sum(measured["exact_seconds"]) / sum(measured["seconds"])
+            rho = float(np.mean(measured["rhos"])) if len(measured["rhos"]) else np.nan
+            ax.scatter(speedup, rho, s=30)
+            label = f"{method} (top-1 {np.mean(measured['agrees']):.2f}, n={len(found)})"
+            ax.annotate(label, (speedup, rho), fontsize=7, xytext=(3, 3),
+                        textcoords="offset points")  # fmt: skip
+        ax.set(xscale="log", xlabel="speed-up over exact ARC-JSD (log)",
+               ylabel="mean Spearman with exact", title=f"size {size}",
+               ylim=(-0.2, 1.05))  # fmt: skip
+        ax.grid(alpha=0.3)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+# Figures drawn from the same records (rewritten by ``make results``, not compared by --check).
+FIGURES = {"frontier": (frontier_figure, EXPERIMENTS / "figures" / "frontier_smollm2.png")}
 
 
 # ---------------------------------------------------------------- RESULTS.md
@@ -470,7 +523,19 @@ def main(
     if current != expected:
         write_text_atomic(results_path, expected)
         print(f"rewrote {results_path}")
+    if results_path == RESULTS:
+        draw_figures(Path(runs_root))
     return 0
+
+
+def draw_figures(runs_root: Path) -> None:
+    """Every figure of :data:`FIGURES` whose run folder exists."""
+    for name, (draw, path) in FIGURES.items():
+        spec = TABLES[name]
+        folder = runs_root / spec.run
+        if folder.is_dir():
+            draw(usable_records(run_records(folder), spec.key), path)
+            print(f"drew {path}")
 
 
 if __name__ == "__main__":

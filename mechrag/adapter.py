@@ -31,12 +31,17 @@ SITES = {
     "resid_post": "hook_resid_post",
     "mlp_out": "hook_mlp_out",
 }
-# Every per-layer hook mechrag uses: the captured sites, the pre-softmax attention scores and
-# the query states ``[batch, pos, n_heads, d_head]`` (uniform-attention ablation zeroes them).
-HOOKS = {**SITES, "attn_scores": "attn.hook_attn_scores", "q": "attn.hook_q"}
+# Every per-layer hook mechrag uses: the captured sites, the pre-softmax attention scores, the
+# query states ``[batch, pos, n_heads, d_head]`` (uniform-attention ablation zeroes them) and
+# the attention patterns.
 # Attention patterns ``[batch, head, query, key]`` (after softmax), captured like a site.
 PATTERN = "pattern"
-HOOKS[PATTERN] = "attn.hook_pattern"
+HOOKS = {
+    **SITES,
+    "attn_scores": "attn.hook_attn_scores",
+    "q": "attn.hook_q",
+    PATTERN: "attn.hook_pattern",
+}
 # The axis that indexes positions, for captured hooks whose positions are not axis 1.
 POSITION_AXIS = {PATTERN: 2}
 

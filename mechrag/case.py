@@ -405,17 +405,20 @@ class Case:
 
         ``sites``: keys of :data:`mechrag.adapter.SITES` (``z``, ``resid_pre``, ``resid_mid``,
         ``resid_post``, ``mlp_out``) or ``pattern`` (attention weights ``[n_layers, n_masks,
-        n_heads, T, n_keys]``). Runs through the engine (token budget), on the full-context
-        pass's cache when the case already ran it (prefix reuse); it never runs that pass just
-        for this, so one mask on a fresh case costs one pass.
+        n_heads, T, n_keys]``, one mask only: rows of different lengths see different keys).
+        Runs through the engine (token budget) on the full-context pass's cache (prefix reuse);
+        a single mask on a fresh case does not run that pass just for this, so it costs one.
         """
+        masks = np.asarray(masks)
+        if adapter.PATTERN in sites and len(masks) != 1:
+            raise ValueError("attention patterns are captured for one mask at a time")
         layers = range(adapter.n_layers(self.model))
         hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
         store = self._stores.get(adapter.active_hooks(self.model))
+        if store is None and len(masks) > 1:
+            store = self._store()  # several rows share the full-context pass's cache
         reference = store.reference if store is not None else None
-        return self.engine.capture(
-            self.builder, self.response_ids, np.asarray(masks), reference, hooks
-        )
+        return self.engine.capture(self.builder, self.response_ids, masks, reference, hooks)
 
     def ablation_effect(
         self,

@@ -8,6 +8,7 @@ stable when distractor paragraphs are dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import random
@@ -223,12 +224,5 @@ def cut_to_sentences(example: RAGExample, n_sentences: int) -> RAGExample:
             break
         keep.add(index)
     sources = [s for i, s in enumerate(example.sources) if i in keep]
-    return RAGExample(
-        example.id,
-        example.dataset,
-        example.query,
-        sources,
-        [g for g in example.gold_ids if any(s.id == g for s in sources)],
-        example.answer,
-        {**example.metadata, "cut_to_sentences": n_sentences},
-    )
+    metadata = {**example.metadata, "cut_to_sentences": n_sentences}
+    return dataclasses.replace(example, sources=sources, metadata=metadata)

@@ -175,3 +175,14 @@ def test_hallucination_definition():
     assert judge_answer("Paris", [], context).hallucinated
     declined = judge_answer("The context does not say.", [], context)
     assert not declined.hallucinated and declined.exact_match == 1.0 and not declined.answerable
+
+
+def test_response_correct_reads_containment_f1_and_yes_no():
+    from mechrag.metrics.answers import response_correct
+
+    assert response_correct("It was founded in Paris, France.", ["Paris"])
+    assert not response_correct("It was founded in Parisville.", ["Paris"])
+    assert response_correct("Yes, both are American.", ["yes"])
+    assert not response_correct("There is no doubt they are both American.", ["no"])
+    assert response_correct("the Eiffel tower", ["Eiffel Tower in Paris"])  # F1 = 0.8
+    assert not response_correct("a tower", ["Eiffel Tower in Paris"])  # F1 = 0.4

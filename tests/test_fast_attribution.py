@@ -312,7 +312,7 @@ def test_proxy_retokenises_the_response_text(tiny_llama):
     proxy = tiny_model("gpt2")  # a prefix-space byte tokenizer would split differently
     case = fresh(tiny_llama)
     method = ProxyAttribution(proxy=proxy)
-    proxied = method.proxy_case(case)
+    proxied = case.for_model(method.proxy_model(case))
     assert proxy.tokenizer.decode(proxied.response_ids) == case.response_text
     result = method(case)
     direct = Case(proxy, QUERY, sources(), RESPONSE).arc_jsd()
@@ -411,3 +411,67 @@ def test_cut_to_sentences_keeps_gold_and_every_paragraph():
     assert order == sorted(order)
     with pytest.raises(InputError):
         cut_to_sentences(example, 1)
+
+
+def test_fit_attention_does_not_reuse_another_models_records(tmp_path, capsys):
+    from mechrag.cli import main
+
+    out = tmp_path / "w.safetensors"
+    words = ["--dataset", "hotpotqa", "--n", "2", "--sentences", "5", "--max-new-tokens", "3",
+             "--out", str(out)]  # fmt: skip
+    assert main(["fit-attention", "--model", "toy:llama", *words]) == 0
+    capsys.readouterr()
+    assert main(["fit-attention", "--model", "toy:gpt2", *words]) == 0
+    assert "[1/2]" in capsys.readouterr().out  # scored afresh on the other model
+    assert AttentionWeights.load(out).model == "tiny-gpt2"
+
+
+def test_bad_fit_input_writes_nothing(tmp_path):
+    from mechrag.cli import main
+
+    out = tmp_path / "w.safetensors"
+    assert main(["fit-attention", "--model", "toy:nosuch", "--n", "2", "--out", str(out)]) == 2
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "file").write_text("x")
+    words = ["fit-attention", "--n", "2", "--records", str(tmp_path / "file"), "--out", str(out)]
+    assert main(words) == 2
+
+
+def test_patterns_are_captured_for_one_mask_only(tiny):
+    case = fresh(tiny)
+    with pytest.raises(ValueError, match="one mask"):
+        case.capture(case.leave_one_out_masks()[:2], ("pattern",))
+
+
+def test_rank_below_keeps_the_order_when_the_smallest_known_score_is_zero():
+    from mechrag.attribution.screening import rank_below
+
+    known = np.array([True, True, False, False])
+    placed = rank_below(np.array([0.0, 0.5, 0, 0]), known, np.array([9, 9, 2.0, 1.0]))
+    assert placed[1] > placed[0] > placed[2] > placed[3]
+    placed = rank_below(np.array([0.2, 0.5, 0, 0]), known, np.array([9, 9, 2.0, 1.0]))
+    np.testing.assert_allclose(placed[2:], [0.1, 0.05])
+
+
+def test_a_two_case_fit_still_holds_one_out():
+    from mechrag.attribution.attention_fit import _split
+
+    train, held_out = _split(2, 0.25, seed=0)
+    assert len(train) == 1 and len(held_out) == 1
+    with pytest.raises(InputError, match="validation"):
+        _split(4, 1.0, seed=0)
+
+
+def test_shipped_weights_load_for_the_embedded_models():
+    from mechrag.attribution.attention import shipped_weights_path
+    from mechrag.models import EMBEDDED_MODELS
+
+    for name in EMBEDDED_MODELS:
+        weights = AttentionWeights.load(shipped_weights_path(name))
+        assert weights.model == name
+        assert weights.fitted.min() >= 0 and weights.fitted.sum() == pytest.approx(1.0)
+        assert weights.localized is not None
+        data = weights.provenance["data"]
+        assert data["split"].startswith("train") and weights.provenance["n"] >= 10
+        assert all(key.split(":")[0] in ("hotpotqa", "musique") for key in data["example_keys"])
+        assert {"validation", "train"} <= set(weights.provenance["quality"])

@@ -40,18 +40,22 @@ from mechrag.attribution.base import SourceMethod
 from mechrag.errors import InputError, InputFileError
 
 WEIGHT_KINDS = ("fitted", "localized", "uniform")
+LOCALIZED_HERE = "localize on this case"
 FORMAT = "mechrag-attention-weights/1"
 
 
 def model_key(model) -> str:
-    """The name weights are stored under: the embedded model's name, else mechrag's name."""
+    """The name weights are stored under: the embedded model's name, else the name mechrag
+    loaded it by, else the bridge's model name."""
     from mechrag.models import DEFAULT_EMBEDDED, DEFAULT_MODEL_NAME
 
-    name = getattr(model, "mechrag_name", None) or "unnamed"
+    name = getattr(model, "mechrag_name", None) or getattr(model.cfg, "model_name", None)
+    name = name or "unnamed"
     return DEFAULT_EMBEDDED if name == DEFAULT_MODEL_NAME else str(name)
 
 
 def model_shape(model) -> dict[str, int]:
+    """The dimensions weights must match: layers, heads per layer, vocabulary."""
     from mechrag import adapter
 
     return {
@@ -127,6 +131,7 @@ class AttentionWeights:
             )
 
     def get(self, kind: str) -> Float[np.ndarray, "n_layers n_heads"] | None:
+        """The ``fitted`` or ``localized`` weights (``None`` when the file has none)."""
         return {"fitted": self.fitted, "localized": self.localized}[kind]
 
     def save(self, path: str | Path) -> list[Path]:
@@ -163,20 +168,30 @@ class AttentionWeights:
             raise InputFileError(f"{path} is not a safetensors file: {error}") from None
         if header.get("format") != FORMAT:
             raise InputFileError(f"{path} is not a mechrag attention-weights file")
+        shape = json.loads(header["shape"])
+        expected = (shape["n_layers"], shape["n_heads"])
+        if any(tensor.shape != expected for tensor in tensors.values()):
+            raise InputFileError(f"{path}: weights are not [{expected[0]}, {expected[1]}]")
         provenance_path = path.with_suffix(".json")
-        provenance = json.loads(provenance_path.read_text()) if provenance_path.is_file() else {}
+        try:
+            provenance = (
+                json.loads(provenance_path.read_text()) if provenance_path.is_file() else {}
+            )
+        except json.JSONDecodeError as error:
+            raise InputFileError(f"{provenance_path} is not valid JSON: {error}") from None
         for key in ("format", "model", "shape"):
             provenance.pop(key, None)
         return cls(
-            header["model"],
-            json.loads(header["shape"]),
-            tensors.get("fitted"),
-            tensors.get("localized"),
-            provenance,
+            model=header["model"],
+            shape=shape,
+            fitted=tensors.get("fitted"),
+            localized=tensors.get("localized"),
+            provenance=provenance,
         )
 
 
 def shipped_weights_path(model_name: str) -> Path:
+    """Where the weights that ship for ``model_name`` live (inside the package)."""
     return Path(
         str(resources.files("mechrag.attribution") / "weights" / f"{model_name}.safetensors")
     )
@@ -222,7 +237,7 @@ class AttentionAttribution(SourceMethod):
             return (
                 localized_weights([case.localize(gains=False).heads]),
                 kind,
-                {"weights_from": "localize on this case"},
+                {"weights_from": LOCALIZED_HERE},
             )
         raise InputError(
             f"no fitted attention weights for model {model_key(case.model)!r}: run `mechrag "
@@ -235,12 +250,14 @@ class AttentionAttribution(SourceMethod):
         weights, kind, origin = self._head_weights(case)
         features = attention_features(case)
         per_token = np.einsum("lh,lhst->st", weights, features.per_token)
+        # The localize fallback's subsets (ARC-JSD's and the localisation's) count too.
+        localized_here = origin.get("weights_from") == LOCALIZED_HERE
         return case.attribution(
             "attention" if kind == "fitted" else f"attention_{kind}",
             per_token.mean(-1),
             meter,
             token_scores=per_token,
-            model_calls=1,
+            model_calls=case.subsets_scored + 1 if localized_here else 1,
             metadata={"weights": kind, **origin},
         )
 

@@ -41,6 +41,7 @@ def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
 
 
 def _prepared_target(scores: np.ndarray, target: str) -> np.ndarray:
+    """What the correlation is taken with: the scores themselves, or their ranks."""
     return rankdata(scores) if target == "ranks" else np.asarray(scores, dtype=np.float64)
 
 
@@ -121,8 +122,12 @@ def training_record(case, *, localize: bool = True) -> dict:
 
 
 def _split(n: int, validation: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded training and held-out indices: a ``validation`` share (at least one case when
+    there are two or more and the share is positive)."""
+    if not 0 <= validation < 1:
+        raise InputError(f"validation must lie in [0, 1), got {validation}")
     order = np.random.default_rng(seed).permutation(n)
-    n_validation = int(round(validation * n)) if n > 1 else 0
+    n_validation = max(1, int(round(validation * n))) if n > 1 and validation > 0 else 0
     return np.sort(order[n_validation:]), np.sort(order[:n_validation])
 
 
@@ -182,9 +187,13 @@ def weights_from_records(
     uniform = np.full(shape[0] * shape[1], 1.0 / (shape[0] * shape[1]))
     quality["uniform_train"] = fit_quality(uniform, designs, targets)
     return AttentionWeights(
-        model_key(model),
-        model_shape(model),
-        weights.reshape(shape),
-        localized,
-        {**(provenance or {}), "fit": {**settings, "validation": validation}, "quality": quality},
+        model=model_key(model),
+        shape=model_shape(model),
+        fitted=weights.reshape(shape),
+        localized=localized,
+        provenance={
+            **(provenance or {}),
+            "fit": {**settings, "validation": validation},
+            "quality": quality,
+        },
     )

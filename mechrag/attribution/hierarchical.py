@@ -14,8 +14,9 @@ expanded ones first, then the others by their document's share. A document of on
 that sentence: its level-one score is the sentence's exact score, so it counts as expanded.
 
 With ``screen=m`` only the ``m`` sentences of the expanded documents that a one-pass gradient
-screen ranks highest are scored exactly; the other sentences of those documents rank below them
-by their screen priority, and unexpanded documents' sentences below all of those.
+screen ranks highest (besides one-sentence documents, exact already) are scored exactly; the
+other sentences of those documents rank below them by their screen priority, and unexpanded
+documents' sentences below all of those.
 ``documents >= n_documents`` scores every sentence: exact ARC-JSD, with the same scores.
 """
 
@@ -74,6 +75,8 @@ class HierarchicalARCJSD(SourceMethod):
         documents, removed = document_masks(case)
         members = ~removed
         sizes = members.sum(1)
+        # A one-sentence document's level-one subset is that sentence's: exact for free.
+        free = np.zeros(case.n_sources, dtype=bool)
         if len(documents) > self.documents:
             document_tokens = case.token_divergences(removed, self.divergence)
             document_scores = document_tokens.sum(-1)
@@ -81,20 +84,24 @@ class HierarchicalARCJSD(SourceMethod):
             expanded_documents = np.zeros(len(documents), dtype=bool)
             expanded_documents[order[: self.documents]] = True
             expanded_documents |= sizes == 1
+            free = members[sizes == 1].any(0)
         else:
             document_scores = None
             expanded_documents = np.ones(len(documents), dtype=bool)
         expanded = members[expanded_documents].any(0)
 
         candidates = expanded.copy()
-        estimate = None
+        screen = estimate = None
         if self.screen is not None:
-            screen = self.screen if isinstance(self.screen, SourceScreen) else None
-            screen = screen or SourceScreen(int(self.screen))
+            screen = (
+                self.screen
+                if isinstance(self.screen, SourceScreen)
+                else SourceScreen(int(self.screen))
+            )
             estimate = screen(case)
-            inside = np.flatnonzero(expanded)
+            inside = np.flatnonzero(expanded & ~free)
             keep = inside[np.argsort(-estimate.priority[inside], kind="stable")]
-            candidates = np.zeros(case.n_sources, dtype=bool)
+            candidates = free.copy()
             candidates[keep[: int(screen.candidates)]] = True
 
         per_token = np.zeros((case.n_sources, len(case.response_ids)))
@@ -122,7 +129,12 @@ class HierarchicalARCJSD(SourceMethod):
             "exact": candidates.tolist(),
         }
         if estimate is not None:
-            metadata.update(screen_estimates=estimate.estimates.tolist(), screen=int(chosen.size))
+            metadata.update(
+                screen=int(screen.candidates),
+                screen_proxy=screen.proxy,
+                screen_estimates=estimate.estimates.tolist(),
+                screen_seconds=estimate.seconds,
+            )
         label = "hierarchical" if self.divergence == "jsd" else f"hierarchical_{self.divergence}"
         return case.attribution(
             label,

@@ -19,16 +19,17 @@ from mechrag.errors import InputError
 
 
 @functools.lru_cache(maxsize=2)
-def _load_proxy(name: str):
+def _load_proxy(name: str, device: str):
     from mechrag.models import load_model
 
-    return load_model(name, device="cpu")
+    return load_model(name, device=device)
 
 
 @dataclass(frozen=True)
 class ProxyAttribution(SourceMethod):
-    """``proxy``: a model name for :func:`mechrag.load_model` (loaded once, on the CPU) or a
-    loaded model; ``method``: the registered method the proxy runs (default exact ARC-JSD)."""
+    """``proxy``: a model name for :func:`mechrag.load_model` (loaded once, on the target
+    model's device, before the clock starts) or a loaded model; ``method``: the registered
+    method the proxy runs (default exact ARC-JSD)."""
 
     name: ClassVar[str] = "proxy"
     description: ClassVar[str] = "another model's attribution of the same response text"
@@ -37,16 +38,20 @@ class ProxyAttribution(SourceMethod):
     proxy: object = None
     method: str = "arc_jsd"
 
-    def proxy_case(self, case):
-        """The case on the proxy model: same query, sources and response text."""
+    def proxy_model(self, case):
+        """The proxy model (a name is loaded and cached on the case model's device)."""
         if self.proxy is None:
             raise InputError("proxy attribution needs a proxy model: ProxyAttribution(proxy=...)")
-        model = _load_proxy(self.proxy) if isinstance(self.proxy, str) else self.proxy
-        return case.for_model(model)
+        if isinstance(self.proxy, str):
+            from mechrag import adapter
+
+            return _load_proxy(self.proxy, str(adapter.device(case.model)))
+        return self.proxy
 
     def __call__(self, case):
+        model = self.proxy_model(case)
         meter = case.meter()
-        proxied = self.proxy_case(case)
+        proxied = case.for_model(model)
         result = proxied.attribute(self.method)
         attribution = case.attribution(
             f"proxy_{result.method}",

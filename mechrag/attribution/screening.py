@@ -253,14 +253,20 @@ def rank_below(
 ) -> Float[np.ndarray, " n_sources"]:
     """``scores`` with every unknown entry replaced by its ``priority``, rescaled so that the
     largest sits at ``NON_CANDIDATE_CEILING`` times the smallest known score: unknown sources
-    still rank among themselves by priority, and below every known one."""
+    still rank among themselves by priority, and below every known one. When the smallest known
+    score is not positive (a divergence clamped to zero), the unknown ones are placed in
+    ``[floor - 1, floor - 1 + NON_CANDIDATE_CEILING]`` below it instead."""
     scores = np.array(scores, dtype=np.float64)
     if known.all() or not known.any():
         return scores if known.all() else np.asarray(priority, dtype=np.float64).copy()
     rest = np.asarray(priority, dtype=np.float64)[~known]
     top = rest.max()
-    scale = NON_CANDIDATE_CEILING * scores[known].min() / top if top > 0 else 0.0
-    scores[~known] = rest * scale
+    relative = rest / top if top > 0 else np.zeros_like(rest)
+    floor = scores[known].min()
+    if floor > 0:
+        scores[~known] = NON_CANDIDATE_CEILING * floor * relative
+    else:
+        scores[~known] = floor - 1.0 + NON_CANDIDATE_CEILING * relative
     return scores
 
 

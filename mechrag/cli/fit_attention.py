@@ -74,6 +74,7 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
+    from mechrag.attribution.attention import model_key, model_shape
     from mechrag.attribution.attention_fit import training_record, weights_from_records
     from mechrag.case import Case
     from mechrag.outputs import append_jsonl, run_records
@@ -83,15 +84,24 @@ def run(args: argparse.Namespace) -> None:
     examples = training_examples(args)
     out = Path(args.out)
     records_folder = Path(args.records) if args.records else out.with_name(f"{out.stem}_cases")
-    records_folder.mkdir(parents=True, exist_ok=True)
+    if records_folder.exists() and not records_folder.is_dir():
+        raise InputError(f"--records must be a folder, not the file {records_folder}")
     model = load_sweep_model(args.model)
-    settings = {"max_new_tokens": args.max_new_tokens, "sentences": args.sentences}
+    # A record is reused only for the same model and settings.
+    settings = {
+        "model": model_key(model),
+        "shape": model_shape(model),
+        "max_new_tokens": args.max_new_tokens,
+        "sentences": args.sentences,
+        "localize": not args.no_localize,
+    }
     done = {r["key"]: r for r in run_records(records_folder) if r.get("settings") == settings}
     for number, example in enumerate(examples, 1):
         key = f"{example.dataset}:{example.id}"
         if key in done:
             continue
         case = Case.from_example(model, example, max_new_tokens=args.max_new_tokens)
+        records_folder.mkdir(parents=True, exist_ok=True)
         record = {
             "key": key,
             "settings": settings,

@@ -130,11 +130,19 @@ CORRECT_F1 = 0.5
 
 
 def response_correct(response: str, answers: Sequence[str]) -> bool:
-    """Whether ``response`` answers correctly: it contains some normalised gold answer, or its
-    token F1 with one is at least ``CORRECT_F1`` (a free-form response rarely matches exactly)."""
-    normalized = f" {normalize_answer(response)} "
-    contains = any(f" {normalize_answer(a)} " in normalized for a in answers if normalize_answer(a))
-    return contains or token_f1(response, answers) >= CORRECT_F1
+    """Whether ``response`` answers correctly: it contains some normalised gold answer (a yes/no
+    answer must open the response), or its token F1 with one is at least ``CORRECT_F1`` (a
+    free-form response rarely matches exactly)."""
+    normalized = normalize_answer(response)
+
+    def contains(answer: str) -> bool:
+        if answer in ("yes", "no"):
+            return normalized.split()[:1] == [answer]
+        return bool(answer) and f" {answer} " in f" {normalized} "
+
+    return any(contains(normalize_answer(a)) for a in answers) or (
+        token_f1(response, answers) >= CORRECT_F1
+    )
 
 
 def expand_negations(text: str) -> str:
