@@ -35,6 +35,7 @@ METHODS = (
     "attention_uniform",
     "attention_localized",
     "attention_fitted",
+    "attention_rescored5",
     "contextcite32",
 )
 SIZES = ("10", "20", "40", "hotpotqa", "musique")
@@ -59,6 +60,7 @@ def configured(name: str, model_name: str):
         "attention_uniform": lambda: AttentionAttribution(weights="uniform"),
         "attention_localized": lambda: AttentionAttribution(weights="localized"),
         "attention_fitted": lambda: AttentionAttribution(weights="fitted"),
+        "attention_rescored5": lambda: AttentionAttribution(weights="fitted", rescore=5),
         "contextcite32": lambda: ContextCite(budget=32),
     }[name]()
 
@@ -105,6 +107,8 @@ def run(args: argparse.Namespace) -> None:
         check_unseen(model, examples)
         for example in examples:
             response = responses.get((size, example.id))
+            if response is None and args.reuse_only:
+                continue
             if response is None:
                 response = Case.from_example(
                     model, example, max_new_tokens=args.max_new_tokens
@@ -154,6 +158,9 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--reuse-only", action="store_true", help="only examples exact ARC-JSD already ran on"
+    )
     parser.add_argument("--out", default=None, help="default: experiments/runs/frontier_MODEL")
     args = parser.parse_args()
     args.out = args.out or f"experiments/runs/frontier_{args.model.split('-')[0]}"

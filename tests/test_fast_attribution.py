@@ -475,3 +475,22 @@ def test_shipped_weights_load_for_the_embedded_models():
         assert data["split"].startswith("train") and weights.provenance["n"] >= 10
         assert all(key.split(":")[0] in ("hotpotqa", "musique") for key in data["example_keys"])
         assert {"validation", "train"} <= set(weights.provenance["quality"])
+
+
+def test_rescored_attention_scores_its_top_sources_exactly(tiny):
+    exact = fresh(tiny).arc_jsd()
+    everything = AttentionAttribution(weights="uniform", rescore=12)(fresh(tiny))
+    np.testing.assert_allclose(everything.scores, exact.scores, rtol=1e-12)
+    case = fresh(tiny)
+    result = AttentionAttribution(weights="uniform", rescore=3)(case)
+    attention = np.asarray(result.metadata["attention_scores"])
+    np.testing.assert_allclose(attention, attention_features(fresh(tiny)).features.mean((0, 1)))
+    top = np.argsort(-attention, kind="stable")[:3]
+    # Other batch compositions than exact's: float32 round-off only.
+    np.testing.assert_allclose(result.scores[top], exact.scores[top], rtol=1e-6)
+    rest = np.setdiff1d(np.arange(12), top)
+    assert result.scores[rest].max() < result.scores[top].min()
+    assert spearmanr(result.scores[rest], attention[rest]).statistic == pytest.approx(1.0)
+    assert result.method == "attention_uniform_rescored" and result.model_calls == 1 + 3 + 1
+    # One full pass, the attention pass on its cache, and the three suffixes (batched).
+    assert 2 < result.forward_passes <= 2 + 3

@@ -241,3 +241,14 @@ def test_arc_jsd_sweep_on_the_embedded_model(tmp_path):
     )
     assert frame["status"].tolist() == ["ok"]
     assert frame["n_response_tokens"].iloc[0] <= 4 and frame["model_calls"].iloc[0] > 1
+
+
+def test_a_compacted_sweep_resumes_from_its_gzipped_records(tmp_path):
+    from mechrag.outputs import compact_records
+
+    sweep("stub_score", "squad", n=2, out=tmp_path, progress=False)
+    compact_records(tmp_path)
+    assert not (tmp_path / RECORDS_FILE).exists()
+    frame = sweep("stub_score", "squad", n=3, out=tmp_path, progress=False)
+    assert len(read_jsonl(tmp_path / RECORDS_FILE)) == 1  # only the third example ran
+    assert len(frame) == 3 and len(read_summary(tmp_path)) == 3

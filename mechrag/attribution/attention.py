@@ -206,13 +206,18 @@ def shipped_weights(model) -> AttentionWeights | None:
 @dataclass(frozen=True)
 class AttentionAttribution(SourceMethod):
     """``weights``: ``fitted`` (the shipped weights of an embedded model), ``localized``,
-    ``uniform``, or the path of a weights file from ``mechrag fit-attention``."""
+    ``uniform``, or the path of a weights file from ``mechrag fit-attention``. ``rescore=m``
+    scores the ``m`` sources the attention ranks highest exactly (their ARC-JSD) and ranks the
+    others below them by attention, as the gradient screen does (AttriBoT's pruning with the
+    attention pass as the pruner): one full pass, one response-length pass and ``m`` suffix
+    passes."""
 
     name: ClassVar[str] = "attention"
     description: ClassVar[str] = "weighted attention to each source, one pass (AT2-style)"
     refusal: ClassVar[str] = "attention reads one pass's attention weights"
     ignored: ClassVar[tuple[str, ...]] = ("seed", "reuse_scored")
     weights: str = "fitted"
+    rescore: int = 0
 
     def _head_weights(self, case) -> tuple[np.ndarray, str, dict]:
         """The ``[n_layers, n_heads]`` weights, their kind, and where they came from."""
@@ -248,17 +253,35 @@ class AttentionAttribution(SourceMethod):
     def __call__(self, case):
         meter = case.meter()
         weights, kind, origin = self._head_weights(case)
+        if self.rescore:
+            case.reference_logprobs()  # the attention pass then reuses its cache
         features = attention_features(case)
         per_token = np.einsum("lh,lhst->st", weights, features.per_token)
+        scores = per_token.mean(-1)
         # The localize fallback's subsets (ARC-JSD's and the localisation's) count too.
         localized_here = origin.get("weights_from") == LOCALIZED_HERE
+        model_calls = case.subsets_scored + 1 if localized_here else 1
+        label = "attention" if kind == "fitted" else f"attention_{kind}"
+        metadata = {"weights": kind, **origin}
+        if self.rescore:
+            from mechrag.attribution.screening import rank_below
+
+            chosen = np.argsort(-scores, kind="stable")[: min(self.rescore, case.n_sources)]
+            exact = np.zeros(case.n_sources, dtype=bool)
+            exact[chosen] = True
+            per_token = np.zeros_like(per_token)
+            per_token[chosen] = case.token_divergences(case.leave_one_out_masks()[chosen])
+            metadata.update(rescore=int(self.rescore), exact=exact.tolist(),
+                            attention_scores=scores.tolist())  # fmt: skip
+            scores = rank_below(per_token.sum(-1), exact, scores)
+            label, model_calls = f"{label}_rescored", model_calls + int(exact.sum()) + 1
         return case.attribution(
-            "attention" if kind == "fitted" else f"attention_{kind}",
-            per_token.mean(-1),
+            label,
+            scores,
             meter,
             token_scores=per_token,
-            model_calls=case.subsets_scored + 1 if localized_here else 1,
-            metadata={"weights": kind, **origin},
+            model_calls=model_calls,
+            metadata=metadata,
         )
 
 
