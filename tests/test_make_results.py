@@ -154,3 +154,8 @@ def test_the_bootstrap_interval_is_seeded(script, workspace, tmp_path):
         (folder / "RESULTS.md").write_text(emptied(script, (folder / "RESULTS.md").read_text()))
         assert run(script, folder) == 0
     assert (workspace / "RESULTS.md").read_bytes() == (other / "RESULTS.md").read_bytes()
+
+
+def test_the_committed_results_are_what_the_committed_records_give(script, capsys):
+    """RESULTS.md's generated tables equal what ``make results`` builds from the records."""
+    assert script["main"](["--check"]) == 0, capsys.readouterr().out
