@@ -33,6 +33,7 @@ from mechrag.errors import InputError, InputFileError
 from mechrag.metrics.agreement import spearman_test
 from mechrag.metrics.detection import bootstrap_ci, mcnemar_exact
 from mechrag.outputs import run_records, write_text_atomic
+from mechrag.sweep import load_records
 
 EXPERIMENTS = Path(__file__).resolve().parent
 RESULTS = EXPERIMENTS / "RESULTS.md"
@@ -342,6 +343,8 @@ FRONTIER_REFERENCE = "exact"
 def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
     """Per (size, method): each example's record paired with exact ARC-JSD's on it."""
     exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
+    if len({r["settings"]["model"] for r in records}) > 1:
+        raise InputError("frontier records of several models in one run folder")
     pairs = {}
     for (size, method), group in grouped(records, lambda r: (r["size"], r["method"])).items():
         found = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
@@ -354,15 +357,26 @@ def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
 
 
 def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
-    """Speed-up (summed seconds), top-1 agreement, the defined Spearman values, gold top-1."""
+    """Seconds of the pairs timed in one session (the speed-up's), top-1 agreement, the
+    defined Spearman values, gold top-1."""
     rhos = np.array([spearman_test(r["scores"], e["scores"])[0] for r, e in pairs])
+    timed = [(r, e) for r, e in pairs if r["session"] == e["session"]]
     return {
-        "exact_seconds": [e["seconds"] for _, e in pairs],
-        "seconds": [r["seconds"] for r, _ in pairs],
+        "exact_seconds": [e["seconds"] for _, e in timed],
+        "seconds": [r["seconds"] for r, _ in timed],
         "agrees": [np.argmax(r["scores"]) == np.argmax(e["scores"]) for r, e in pairs],
         "rhos": rhos[~np.isnan(rhos)],
         "gold": [r["top1_gold"] for r, _ in pairs],
     }
+
+
+def speedup_cell(measured: dict, n_pairs: int) -> str:
+    """The speed-up over the pairs timed in one session; their n when fewer than all."""
+    n_timed = len(measured["seconds"])
+    if not n_timed:
+        return "— (timed apart)"
+    cell = ratio_interval(measured["exact_seconds"], measured["seconds"])
+    return cell if n_timed == n_pairs else f"{cell} (n = {n_timed})"
 
 
 @table(
@@ -370,8 +384,9 @@ def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
     run="frontier_smollm2",
     key=lambda r: (r["size"], r["id"], r["method"]),
     note="Per size and method over the examples exact ARC-JSD also ran: speed-up = summed exact "
-    "seconds / summed method seconds; agreement and Spearman against exact; "
-    "[95% bootstrap CI]; Spearman over examples where it is defined (n given when fewer).",
+    "seconds / summed method seconds over the examples both were timed on in one session (n "
+    "given when fewer); agreement and Spearman against exact; [95% bootstrap CI]; Spearman over "
+    "examples where it is defined (n given when fewer).",
     optional=True,
 )
 def frontier_table(records: list[dict]) -> str:
@@ -393,7 +408,7 @@ def frontier_table(records: list[dict]) -> str:
                 method,
                 str(len(pairs)),
                 f"{np.mean([r['n_sources'] for r, _ in pairs]):.1f}",
-                ratio_interval(measured["exact_seconds"], measured["seconds"]),
+                speedup_cell(measured, len(pairs)),
                 interval(measured["agrees"]),
                 spearman_cell,
                 interval(measured["gold"]),
@@ -417,6 +432,8 @@ def frontier_figure(records: list[dict], path: Path) -> None:
             if at != size:
                 continue
             measured = frontier_measures(found)
+            if not measured["seconds"]:
+                continue  # no pair timed in one session: no speed-up to place
             speedup = sum(measured["exact_seconds"]) / sum(measured["seconds"])
             rho = float(np.mean(measured["rhos"])) if len(measured["rhos"]) else np.nan
             ax.scatter(speedup, rho, s=30)
@@ -458,7 +475,9 @@ def render(spec: Table, runs_root: Path) -> str | None:
         if spec.optional:
             return None
         raise InputFileError(f"table {spec.name}: run folder {folder} is missing")
-    records = usable_records(run_records(folder), spec.key)
+    # A sweep folder's records: the newest of each example under its current config.
+    swept = (folder / "config.json").is_file()
+    records = usable_records(load_records(folder) if swept else run_records(folder), spec.key)
     if not records:
         raise InputFileError(f"table {spec.name}: no records in {folder}")
     try:

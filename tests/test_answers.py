@@ -186,3 +186,11 @@ def test_response_correct_reads_containment_f1_and_yes_no():
     assert not response_correct("There is no doubt they are both American.", ["no"])
     assert response_correct("the Eiffel tower", ["Eiffel Tower in Paris"])  # F1 = 0.8
     assert not response_correct("a tower", ["Eiffel Tower in Paris"])  # F1 = 0.4
+
+
+def test_a_yes_no_answer_is_read_from_the_first_word_only():
+    from mechrag.metrics.answers import response_correct
+
+    assert not response_correct("Yes and no.", ["no"])  # F1 0.5 must not rescue it
+    assert not response_correct("The answer is yes.", ["yes"])
+    assert response_correct("No, they are not.", ["no"])

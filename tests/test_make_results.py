@@ -159,3 +159,15 @@ def test_the_bootstrap_interval_is_seeded(script, workspace, tmp_path):
 def test_the_committed_results_are_what_the_committed_records_give(script, capsys):
     """RESULTS.md's generated tables equal what ``make results`` builds from the records."""
     assert script["main"](["--check"]) == 0, capsys.readouterr().out
+
+
+def test_frontier_speedups_pair_only_runs_timed_in_one_session(script, workspace):
+    """Fixture: attention on q2 was timed in another session than exact, so the speed-up is
+    (40 + 41) / (1 + 2) over q0 and q1 only; agreement still counts all three."""
+    assert run(script, workspace) == 0
+    text = (workspace / "RESULTS.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| 4 | attention |"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == "3"
+    assert cells[4].startswith(f"{(40 + 41) / (1 + 2):.1f}x [") and cells[4].endswith("(n = 2)")
+    assert cells[5].startswith(f"{2 / 3:.2f}")

@@ -21,7 +21,8 @@ Scores. ``score_i = sum_{l, h} w[l, h] f[l, h, i]``, with one of three kinds of 
   embedded models, with their provenance beside them.
 
 ``weights`` may also be the path of a weights file from ``mechrag fit-attention``. A file made
-for another model is refused.
+for another model is refused. ``rescore=m`` spends ``m`` more suffix passes (and the full-context
+pass) to score the attention's top ``m`` sources exactly.
 """
 
 from __future__ import annotations
@@ -213,11 +214,17 @@ class AttentionAttribution(SourceMethod):
     passes."""
 
     name: ClassVar[str] = "attention"
-    description: ClassVar[str] = "weighted attention to each source, one pass (AT2-style)"
+    description: ClassVar[str] = (
+        "weighted attention to each source in one pass (AT2-style), optionally rescored exactly"
+    )
     refusal: ClassVar[str] = "attention reads one pass's attention weights"
     ignored: ClassVar[tuple[str, ...]] = ("seed", "reuse_scored")
     weights: str = "fitted"
     rescore: int = 0
+
+    def __post_init__(self) -> None:
+        if int(self.rescore) < 0:
+            raise InputError(f"rescore must be 0 (attention only) or more, got {self.rescore}")
 
     def _head_weights(self, case) -> tuple[np.ndarray, str, dict]:
         """The ``[n_layers, n_heads]`` weights, their kind, and where they came from."""
@@ -258,23 +265,20 @@ class AttentionAttribution(SourceMethod):
         features = attention_features(case)
         per_token = np.einsum("lh,lhst->st", weights, features.per_token)
         scores = per_token.mean(-1)
-        # The localize fallback's subsets (ARC-JSD's and the localisation's) count too.
+        # The localize fallback ran ARC-JSD (n + 1 subsets; localize reuses two of them).
         localized_here = origin.get("weights_from") == LOCALIZED_HERE
-        model_calls = case.subsets_scored + 1 if localized_here else 1
+        model_calls = case.n_sources + 1 if localized_here else 1
         label = "attention" if kind == "fitted" else f"attention_{kind}"
         metadata = {"weights": kind, **origin}
         if self.rescore:
-            from mechrag.attribution.screening import rank_below
+            from mechrag.attribution.screening import exact_on_top
 
-            chosen = np.argsort(-scores, kind="stable")[: min(self.rescore, case.n_sources)]
-            exact = np.zeros(case.n_sources, dtype=bool)
-            exact[chosen] = True
-            per_token = np.zeros_like(per_token)
-            per_token[chosen] = case.token_divergences(case.leave_one_out_masks()[chosen])
-            metadata.update(rescore=int(self.rescore), exact=exact.tolist(),
-                            attention_scores=scores.tolist())  # fmt: skip
-            scores = rank_below(per_token.sum(-1), exact, scores)
-            label, model_calls = f"{label}_rescored", model_calls + int(exact.sum()) + 1
+            metadata["attention_scores"] = scores.tolist()
+            scores, per_token, exact = exact_on_top(case, scores, self.rescore)
+            metadata.update(rescore=int(self.rescore), exact=exact.tolist())
+            label = f"{label}_rescored"
+            if not localized_here:  # the full context and the m leave-one-out subsets
+                model_calls += int(exact.sum()) + 1
         return case.attribution(
             label,
             scores,

@@ -128,6 +128,7 @@ def _split(n: int, validation: float, seed: int) -> tuple[np.ndarray, np.ndarray
         raise InputError(f"validation must lie in [0, 1), got {validation}")
     order = np.random.default_rng(seed).permutation(n)
     n_validation = max(1, int(round(validation * n))) if n > 1 and validation > 0 else 0
+    n_validation = min(n_validation, n - 1)  # always something to train on
     return np.sort(order[n_validation:]), np.sort(order[:n_validation])
 
 

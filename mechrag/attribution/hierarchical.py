@@ -4,8 +4,9 @@ AttriBoT's hierarchical trick (Liu, Kandpal and Raffel, ICLR 2025) applied to AR
 sources are grouped into documents by their ``paragraph``. Level one removes each document whole
 and scores it by the summed per-token JSD from the full context, as ARC-JSD scores a source.
 Level two scores, exactly as ARC-JSD does, every sentence of the ``documents`` documents that
-rank highest. Cost: ``1 + n_documents + sentences expanded`` subsets instead of ``1 +
-n_sentences``; every subset joins the case's cache, so a later exact ARC-JSD reuses them.
+rank highest. Cost: the full context, the documents and the expanded sentences (one-sentence
+documents counted once; the screen's pass besides when ``screen`` is set), instead of ``1 +
+n_sentences`` subsets; every subset joins the case's cache, so a later exact ARC-JSD reuses them.
 
 Sentences that are not expanded. A sentence of a document that was not expanded gets its
 document's score shared equally among its sentences, rescaled below every exactly scored

@@ -270,6 +270,20 @@ def rank_below(
     return scores
 
 
+def exact_on_top(
+    case, priority: Float[np.ndarray, " n_sources"], m: int, divergence: str = "jsd"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ARC-JSD scored exactly on the ``m`` sources of highest ``priority`` (ties by position),
+    the others ranked below them by priority (:func:`rank_below`). Returns the scores, the
+    per-token divergences (zero for the others: not computed) and the mask of exact sources."""
+    chosen = np.argsort(-np.asarray(priority), kind="stable")[: min(int(m), case.n_sources)]
+    per_token = np.zeros((case.n_sources, len(case.response_ids)))
+    per_token[chosen] = case.token_divergences(case.leave_one_out_masks()[chosen], divergence)
+    exact = np.zeros(case.n_sources, dtype=bool)
+    exact[chosen] = True
+    return rank_below(per_token.sum(-1), exact, priority), per_token, exact
+
+
 def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str, label: str):
     """ARC-JSD scored exactly on the sources the screen ranks highest.
 
@@ -287,14 +301,7 @@ def screened_arc_jsd(case, screen: int | SourceScreen, divergence: str, label: s
         screen = SourceScreen(int(screen))
     meter = case.meter()
     estimate = screen(case)
-    candidates = estimate.candidates(min(int(screen.candidates), case.n_sources))
-    per_token = np.zeros((case.n_sources, len(case.response_ids)))
-    masks = case.leave_one_out_masks()[candidates]
-    per_token[candidates] = case.token_divergences(masks, divergence)
-    scores = per_token.sum(-1)
-    exact = np.zeros(case.n_sources, dtype=bool)
-    exact[candidates] = True
-    scores = rank_below(scores, exact, estimate.priority)
+    scores, per_token, exact = exact_on_top(case, estimate.priority, screen.candidates, divergence)
     return case.attribution(
         f"{label}_screened",
         scores,

@@ -70,6 +70,7 @@ def command_line(args: argparse.Namespace) -> str:
         if value is not None:
             words += [f"--{option.replace('_', '-')}", str(value)]
     words += ["--no-localize"] if args.no_localize else []
+    words += ["--records", args.records] if args.records else []
     return shlex.join([*words, "--out", args.out])
 
 

@@ -135,14 +135,11 @@ def response_correct(response: str, answers: Sequence[str]) -> bool:
     free-form response rarely matches exactly)."""
     normalized = normalize_answer(response)
 
-    def contains(answer: str) -> bool:
-        if answer in ("yes", "no"):
-            return normalized.split()[:1] == [answer]
-        return bool(answer) and f" {answer} " in f" {normalized} "
-
-    return any(contains(normalize_answer(a)) for a in answers) or (
-        token_f1(response, answers) >= CORRECT_F1
-    )
+    gold = [normalize_answer(a) for a in answers]
+    if any(answer in ("yes", "no") for answer in gold):  # a yes/no answer: its first word only
+        return normalized.split()[:1] in ([a] for a in gold)
+    contains = any(answer and f" {answer} " in f" {normalized} " for answer in gold)
+    return contains or token_f1(response, answers) >= CORRECT_F1
 
 
 def expand_negations(text: str) -> str:
