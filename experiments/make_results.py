@@ -418,7 +418,8 @@ def frontier_table(records: list[dict]) -> str:
 
 
 def frontier_figure(records: list[dict], path: Path) -> None:
-    """Spearman with exact against the speed-up (log), one panel per context size."""
+    """Spearman with exact against the speed-up (log), one panel per context size; one colour
+    per method (legend), each point labelled with its top-1 agreement and n."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -426,25 +427,29 @@ def frontier_figure(records: list[dict], path: Path) -> None:
 
     pairs = frontier_pairs(records)
     sizes = list(dict.fromkeys(size for size, _ in pairs))
-    figure, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.6), squeeze=False)
+    methods = list(dict.fromkeys(method for _, method in pairs))
+    colours = dict(zip(methods, plt.get_cmap("tab10").colors))
+    figure, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4.2), squeeze=False)
     for ax, size in zip(axes[0], sizes):
         for (at, method), found in pairs.items():
-            if at != size:
-                continue
             measured = frontier_measures(found)
-            if not measured["seconds"]:
+            if at != size or not measured["seconds"]:
                 continue  # no pair timed in one session: no speed-up to place
             speedup = sum(measured["exact_seconds"]) / sum(measured["seconds"])
             rho = float(np.mean(measured["rhos"])) if len(measured["rhos"]) else np.nan
-            ax.scatter(speedup, rho, s=30)
-            label = f"{method} (top-1 {np.mean(measured['agrees']):.2f}, n={len(found)})"
-            ax.annotate(label, (speedup, rho), fontsize=7, xytext=(3, 3),
+            ax.scatter(speedup, rho, s=40, color=colours[method], label=method)
+            label = f"{np.mean(measured['agrees']):.2f} (n={len(found)})"
+            ax.annotate(label, (speedup, rho), fontsize=7, xytext=(4, -10),
                         textcoords="offset points")  # fmt: skip
-        ax.set(xscale="log", xlabel="speed-up over exact ARC-JSD (log)",
-               ylabel="mean Spearman with exact", title=f"size {size}",
-               ylim=(-0.2, 1.05))  # fmt: skip
+        ax.set(xscale="log", xlim=(0.7, 60), ylim=(-0.2, 1.05),
+               xlabel="speed-up over exact ARC-JSD (log)", ylabel="mean Spearman with exact",
+               title=f"context size {size} (labels: top-1 agreement)")  # fmt: skip
         ax.grid(alpha=0.3)
-    figure.tight_layout()
+    handles = {}
+    for ax in axes[0]:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
+    figure.tight_layout(rect=(0, 0, 0.8, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)

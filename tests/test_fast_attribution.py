@@ -494,3 +494,13 @@ def test_rescored_attention_scores_its_top_sources_exactly(tiny):
     assert result.method == "attention_uniform_rescored" and result.model_calls == 1 + 3 + 1
     # One full pass, the attention pass on its cache, and the three suffixes (batched).
     assert 2 < result.forward_passes <= 2 + 3
+
+
+def test_one_sentence_documents_stay_exact_under_the_screen(tiny):
+    srcs = [Source("p9s0", "Ana lives in Oslo, a cold city.", "Solo", 9), *sources(3, 3)]
+    exact = fresh(tiny, srcs).arc_jsd()
+    result = HierarchicalARCJSD(documents=2, screen=1)(fresh(tiny, srcs))
+    flags = np.asarray(result.metadata["exact"])
+    assert flags[0] and flags.sum() == 2  # the one-sentence document, and the screen's pick
+    np.testing.assert_allclose(result.scores[flags], exact.scores[flags], rtol=1e-6)
+    assert result.scores[flags].min() > result.scores[~flags].max()
