@@ -64,6 +64,11 @@ def n_layers(model) -> int:
     return int(model.cfg.n_layers)
 
 
+def model_name(model) -> str | None:
+    """The bridge's name for the model (its Hugging Face id or path), if it has one."""
+    return getattr(model.cfg, "model_name", None)
+
+
 def n_heads(model) -> int:
     """Attention heads per layer (query heads, where grouped-query attention shares keys)."""
     return int(model.cfg.n_heads)

@@ -48,9 +48,10 @@ FORMAT = "mechrag-attention-weights/1"
 def model_key(model) -> str:
     """The name weights are stored under: the embedded model's name, else the name mechrag
     loaded it by, else the bridge's model name."""
+    from mechrag import adapter
     from mechrag.models import DEFAULT_EMBEDDED, DEFAULT_MODEL_NAME
 
-    name = getattr(model, "mechrag_name", None) or getattr(model.cfg, "model_name", None)
+    name = getattr(model, "mechrag_name", None) or adapter.model_name(model)
     name = name or "unnamed"
     return DEFAULT_EMBEDDED if name == DEFAULT_MODEL_NAME else str(name)
 
