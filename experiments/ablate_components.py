@@ -10,15 +10,16 @@ over the response, the paper's scale: its Table 5 values exceed ln 2), ``output_
 and ``delta_source_jsd`` (change in the source's sentence-level ARC-JSD).
 
 ``--mode`` takes one or more masking styles (``mechrag.ablate``): ``zero``, ``mean`` (mean
-activations over every example's prompt) and ``uniform`` (the heads' queries zeroed, so they
+activations over the prompts of the run that first wrote ``OUT/component_means.pt``; a resumed
+run with a larger ``--n`` reuses that file) and ``uniform`` (the heads' queries zeroed, so they
 attend uniformly over the causal prefix, as the official code masks heads; heads only). Each
 random set is drawn independently for every example (seeded by the seed and the example's id),
 uniformly from every component of ``--kind`` except that example's top-k; all styles mask the
 same sets. The summary gives, per style, the mean and std of every metric over examples (random:
-over every example and seed) and a paired Wilcoxon signed-rank test per metric, top-k against
-the example's mean over its random sets. It runs as a sweep of the ``ablate_components`` method
-registered below: one record per example in ``OUT/records.jsonl`` as it goes (a rerun resumes),
-the summary in ``OUT/summary.json``.
+over every example and seed) and a paired sign-flip permutation test of the mean per metric,
+top-k against the example's mean over its random sets. It runs as a sweep of the
+``ablate_components`` method registered below: one record per example in ``OUT/records.jsonl``
+as it goes (a rerun resumes), the summary in ``OUT/summary.json``.
 
     python experiments/ablate_components.py --n 10 --top-k 10 --random-seeds 5
     python experiments/ablate_components.py --n 20 --top-k 10 --random-seeds 5 \
@@ -36,7 +37,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from scipy.stats import wilcoxon
 
 from mechrag import Case, Engine, PromptBuilder
 from mechrag.cli.sweep import (
@@ -51,6 +51,7 @@ from mechrag.mechanism.ablation import (
     parse_heads,
     random_components,
 )
+from mechrag.metrics.detection import sign_flip_p
 from mechrag.protocols import PROTOCOLS
 from mechrag.sweep import (
     SweepConfig,
@@ -135,9 +136,20 @@ def conditions(located, options: dict, example_id: str) -> dict:
     return sets
 
 
+# The ``means`` option is a path relative to the repository (when the file is inside it), so a
+# config's hash, and with it a resumed run, is the same on every checkout and working directory.
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def means_option(path: Path) -> str:
+    """``path`` as the ``means`` option: relative to the repository when inside it."""
+    path = path.resolve()
+    return str(path.relative_to(REPOSITORY)) if path.is_relative_to(REPOSITORY) else str(path)
+
+
 @cache
-def load_means(path: str) -> ComponentMeans:
-    return ComponentMeans(**torch.load(path))
+def load_means(option: str) -> ComponentMeans:
+    return ComponentMeans(**torch.load(REPOSITORY / option))
 
 
 def run_ablation(model, example, options: dict) -> dict:
@@ -186,15 +198,14 @@ def _spread(values: list[float]) -> dict:
 
 
 def paired_test(top: list[float], random: list[float]) -> dict:
-    """Wilcoxon signed-rank test of per-example top-k effects against the same examples' mean
-    random effects (two-sided; ``p = 1`` when every difference is 0)."""
-    differences = np.asarray(top) - np.asarray(random)
-    result = wilcoxon(top, random) if differences.any() else None
+    """Sign-flip permutation test of the mean per-example top-k effect minus the same examples'
+    mean random effect (two-sided, seeded; ``p = 1`` when every difference is 0), the test
+    ``make results`` gives."""
+    differences = np.asarray(top, float) - np.asarray(random, float)
     return {
         "n": len(differences),
         "mean_difference": float(differences.mean()),
-        "statistic": float(result.statistic) if result else 0.0,
-        "p_value": float(result.pvalue) if result else 1.0,
+        "p_value": sign_flip_p(differences),
     }
 
 
@@ -245,7 +256,7 @@ def main() -> None:
             "top_k": args.top_k,
             "kind": args.kind,
             "random_seeds": args.random_seeds,
-            "means": None if means is None else str(means.resolve()),
+            "means": None if means is None else means_option(means),
         },
     )
     if means is not None and not means.is_file():

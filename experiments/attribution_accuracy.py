@@ -24,7 +24,6 @@ is printed and written to ``OUT/table.md``.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -34,26 +33,13 @@ import numpy as np
 import torch
 
 from mechrag import Case, adapter, load_model
+from mechrag.attribution.overlap import QueryOverlap
 from mechrag.data import load_hotpotqa, load_musique, load_squad
 from mechrag.metrics.accuracy import top_k_hit
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from contextcite_speed import package_available, package_scores  # noqa: E402
-
-STOPWORDS = set(
-    "a an the of in on at to for from by with and or is are was were be been what which who whom "
-    "whose when where why how did does do that this these those it its as than into".split()
-)
-
-
-def words(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS}
-
-
-def word_overlap(case: Case) -> np.ndarray:
-    query = words(case.query)
-    return np.array([len(query & words(s.text)) for s in case.sources], dtype=float)
 
 
 def captum_scores(case: Case, method: str, budget: int | None, seed: int) -> tuple[np.ndarray, int]:
@@ -117,7 +103,7 @@ def method_table(screen: int, seed: int) -> dict[str, Callable[[Case], tuple[np.
         methods[f"captum ShapleyValueSampling@{budget}"] = lambda c, b=budget: captum_scores(
             c, "shapley_value_sampling", b, seed
         )
-    methods["question-word overlap"] = lambda c: (word_overlap(c), 0)
+    methods["question-word overlap"] = lambda c: (QueryOverlap()(c).scores, 0)
     return methods
 
 

@@ -1,9 +1,9 @@
 """JSD gating against hallucination: calibrate gates on one split, report on a disjoint one.
 
-Per data set (HotpotQA; SQuAD 2.0 with unanswerable questions when ``--squad2-file`` is given,
-answerable only otherwise) the examples are shuffled with ``--seed`` and cut into a calibration
-split and a disjoint test split. The prompt (``ABSTENTION_TEMPLATE``) lets the model answer
-"unanswerable".
+Per data set (HotpotQA; SQuAD 2.0 dev, half answerable and half unanswerable, from the shipped
+official JSON of 5 articles or ``--squad2-file``) the examples are shuffled with ``--seed`` and
+cut into a calibration split and a disjoint test split. The prompt (``ABSTENTION_TEMPLATE``) lets
+the model answer "unanswerable".
 
 Calibration: ``localize`` on every calibration example's greedy response (top ARC-JSD source
 removed, semantic gains toward the response), averaged with ``ComponentAttribution.average``;
@@ -41,7 +41,7 @@ define its hallucination or factual F1 (see ``mechrag.metrics.answers``). Record
 ``OUT/DATASET/paper/``.
 
     python experiments/gating.py --datasets hotpotqa squad --n-calibration 20 --n-test 60 \
-        --squad2-file squad2_dev.json --out runs/gating
+        --out runs/gating
     python experiments/gating.py --protocol paper --datasets hotpotqa --n-test 200 \
         --out runs/gating
 """
@@ -61,9 +61,9 @@ import matplotlib
 import numpy as np
 import torch
 
-from mechrag import Case, ComponentAttribution, Source
+from mechrag import Case, ComponentAttribution
 from mechrag.adapter import greedy_generate
-from mechrag.data import RAGExample, load_hotpotqa, load_squad
+from mechrag.data import RAGExample, load_hotpotqa, load_squad2
 from mechrag.mechanism import (
     Gates,
     GatingRule,
@@ -78,7 +78,6 @@ from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
-from mechrag.sources import split_sentences
 from mechrag.sweep import load_sweep_model
 
 matplotlib.use("Agg")
@@ -114,7 +113,7 @@ def parse_args() -> argparse.Namespace:
         "--squad2-file",
         type=Path,
         default=None,
-        help="official SQuAD 2.0 JSON (adds unanswerable questions)",
+        help="official SQuAD 2.0 JSON (default: the shipped 5 dev articles)",
     )
     parser.add_argument("--n-calibration", type=int, default=20)
     parser.add_argument("--n-test", type=int, default=60)
@@ -144,30 +143,6 @@ def parse_args() -> argparse.Namespace:
 # --- data ----------------------------------------------------------------------------------
 
 
-def load_squad2(path: Path) -> list[RAGExample]:
-    """Official SQuAD 2.0 JSON -> one example per question, the paragraph split into sentences;
-    ``metadata['answers']`` holds every gold answer (empty when unanswerable)."""
-    examples = []
-    for article in json.loads(path.read_text(encoding="utf-8"))["data"]:
-        for paragraph in article["paragraphs"]:
-            sentences = split_sentences(paragraph["context"])
-            sources = [Source(f"p0s{i}", s, article["title"], 0) for i, s in enumerate(sentences)]
-            for qa in paragraph["qas"]:
-                answers = sorted({a["text"] for a in qa["answers"]})
-                examples.append(
-                    RAGExample(
-                        qa["id"],
-                        "squad",
-                        qa["question"],
-                        sources,
-                        [],
-                        answers[0] if answers else "",
-                        {"answers": answers},
-                    )
-                )
-    return examples
-
-
 def gold_answers(example: RAGExample) -> list[str]:
     return example.metadata.get("answers", [example.answer] if example.answer else [])
 
@@ -176,7 +151,7 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
     """Disjoint calibration and test examples (seeded shuffle; SQuAD 2.0 half unanswerable)."""
     if dataset == "hotpotqa":
         pool = load_hotpotqa(distractors=args.distractors, seed=args.seed)
-    elif dataset == "squad" and args.squad2_file is not None:
+    elif dataset == "squad":
         everything = load_squad2(args.squad2_file)
         rng = random.Random(args.seed)
         answerable = [e for e in everything if gold_answers(e)]
@@ -184,11 +159,9 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
         rng.shuffle(answerable)
         rng.shuffle(unanswerable)
         pool = [e for pair in zip(answerable, unanswerable) for e in pair]
-    elif dataset == "squad":
-        pool = load_squad()
     else:
         raise ValueError(f"unknown dataset {dataset!r}")
-    if dataset != "squad" or args.squad2_file is None:
+    if dataset != "squad":
         random.Random(args.seed).shuffle(pool)
     needed = args.n_calibration + args.n_test
     if len(pool) < needed:

@@ -24,6 +24,9 @@ SHIPPED = {
     "musique": "musique_ans_sample100.json",
     "squad": "squad2_dev_5articles_gold_sentences.jsonl",
 }
+# The official SQuAD 2.0 JSON of the same 5 dev articles, unanswerable questions included (read
+# by load_squad2; not a data set of DATASETS: it has no gold sentences).
+SQUAD2_FILE = "squad2_dev_5articles.json"
 UNITS = ("sentence", "document")
 
 
@@ -48,7 +51,12 @@ def shipped_path(dataset: str) -> Path:
     """Path of the sample of ``dataset`` shipped inside the package."""
     if dataset not in SHIPPED:
         raise InputError(f"unknown dataset {dataset!r}: choose from {sorted(SHIPPED)}")
-    return Path(str(resources.files("mechrag.datasets") / SHIPPED[dataset]))
+    return package_file(SHIPPED[dataset])
+
+
+def package_file(name: str) -> Path:
+    """Path of the file ``name`` shipped in ``mechrag/datasets``."""
+    return Path(str(resources.files("mechrag.datasets") / name))
 
 
 def _check_unit(unit: str) -> None:
@@ -182,6 +190,44 @@ def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAG
         answer = row["answers"][0] if row["answers"] else ""
         examples.append(RAGExample(row["id"], "squad", row["question"], sources, gold_ids, answer))
     return examples
+
+
+def load_squad2(path: str | Path | None = None, n: int | None = None) -> list[RAGExample]:
+    """Official SQuAD 2.0 JSON, unanswerable questions included: one example per question, its
+    paragraph split into sentences; ``metadata["answers"]`` holds every distinct gold answer
+    (empty when unanswerable). No gold sentences (``gold_ids`` empty): for answer-level studies
+    such as gating."""
+    path = package_file(SQUAD2_FILE) if path is None else Path(path)
+    data = _read_json(path, "squad2")
+    try:  # the layout's fields, read before any work, so a bug below is not a layout error
+        paragraphs = [
+            (
+                article["title"],
+                paragraph["context"],
+                [
+                    (qa["id"], qa["question"], {a["text"] for a in qa["answers"]})
+                    for qa in paragraph["qas"]
+                ],
+            )
+            for article in data["data"]
+            for paragraph in article["paragraphs"]
+        ]
+    except (KeyError, TypeError):
+        raise InputFileError(
+            f"{path} is not an official SQuAD 2.0 JSON file (data > paragraphs > context, qas)"
+        ) from None
+    examples = []
+    for title, context, questions in paragraphs:
+        sentences = split_sentences(context)
+        sources = [Source(source_id(0, i), s, title, 0) for i, s in enumerate(sentences)]
+        for question_id, question, texts in questions:
+            answers = sorted(texts)
+            first = answers[0] if answers else ""
+            metadata = {"answers": answers}
+            examples.append(
+                RAGExample(question_id, "squad", question, sources, [], first, metadata)
+            )
+    return examples[:n]
 
 
 # The one list of data sets: every other module (sweeps, the retrieval corpus) reads it here.

@@ -171,7 +171,7 @@ def test_method_objects_are_the_case_methods(case):
 
 def test_every_registered_method_runs_by_name_and_names_itself(case):
     fast = ["hierarchical", "attention", "proxy"]
-    assert list(mechrag.METHODS) == ["arc_jsd", *fast, *ESTIMATORS]
+    assert list(mechrag.METHODS) == ["arc_jsd", *fast, *ESTIMATORS, "query_overlap"]
     # The two that need a setting on a tiny model: weights to read, a proxy to run.
     settings = {"attention": {"weights": "fitted"}, "proxy": {"proxy": case.model}}
     for name, method_class in mechrag.METHODS.items():
@@ -180,7 +180,7 @@ def test_every_registered_method_runs_by_name_and_names_itself(case):
             method = method_class(**settings[name])
             expected = "proxy_arc_jsd" if name == "proxy" else name
         else:
-            budget = None if name in ("arc_jsd", "exact", "loo", *fast) else 8
+            budget = None if name in ("arc_jsd", "exact", "loo", "query_overlap", *fast) else 8
             method, expected = method_class().with_settings(budget=budget), name
         if name == "attention":
             with pytest.raises(ValueError, match="no fitted attention weights"):
@@ -206,3 +206,16 @@ def test_the_sweep_registry_reads_the_method_registry():
     }
     contextcite = set(SWEEP_METHODS["contextcite"].options)
     assert contextcite == case_options | settings | {"keep_prob", "l1"}
+
+
+def test_overlap_counts_the_querys_content_words_in_each_source_without_a_pass(tiny_llama):
+    """Counted by hand: "Where does Ana live in Oslo?" has content words {ana, live, oslo}
+    ("where", "does", "in" are function words); "lives" is not "live"."""
+    sources = ["Ana lives in Oslo.", "Where is it?", "Oslo: ana's live home.", "Cy is tall."]
+    case = Case(tiny_llama, "Where does Ana live in Oslo?", sources, "Oslo.")
+    result = case.attribute("query_overlap")
+    np.testing.assert_array_equal(result.scores, [2, 0, 3, 0])
+    assert result.forward_passes == 0 and result.model_calls == 0
+    assert case.engine.forward_passes == 0
+    with pytest.raises(mechrag.errors.InputError, match="query_overlap reads only the text"):
+        case.attribute("query_overlap", budget=8)

@@ -101,3 +101,45 @@ def test_empty_sentences_keep_gold_indices(tmp_path):
     (example,) = load_hotpotqa(path)
     assert example.gold_ids == ["p0s2"]
     assert [s.text for s in example.sources if s.id == "p0s2"] == ["S2 gold."]
+
+
+def test_squad2_reads_every_question_of_the_official_json_unanswerable_included():
+    """Against a direct count of the shipped official file (PROVENANCE: 1,407 questions, 702
+    unanswerable); each question keeps its own paragraph and every distinct gold answer."""
+    import json
+
+    from mechrag.data import SQUAD2_FILE, load_squad2, package_file
+
+    data = json.loads(package_file(SQUAD2_FILE).read_text(encoding="utf-8"))["data"]
+    questions = [
+        (qa, paragraph["context"])
+        for a in data
+        for paragraph in a["paragraphs"]
+        for qa in paragraph["qas"]
+    ]
+    examples = load_squad2()
+    assert len(examples) == len(questions) == 1407
+    assert sum(not e.metadata["answers"] for e in examples) == 702
+    for example, (qa, context) in zip(examples, questions):
+        assert example.id == qa["id"] and example.query == qa["question"]
+        assert example.metadata["answers"] == sorted({a["text"] for a in qa["answers"]})
+        assert " ".join(s.text for s in example.sources).split() == context.split()
+        assert example.gold_ids == []
+    first = examples[0]  # by hand, from the file's first question
+    assert first.query == "In what country is Normandy located?"
+    assert first.answer == "France" and first.metadata["answers"] == ["France"]
+    assert first.sources[0].text.startswith("The Normans")
+    assert len(load_squad2(n=3)) == 3
+
+
+def test_squad2_refuses_another_layout_in_one_line(tmp_path):
+    from mechrag.data import load_squad2
+    from mechrag.errors import InputFileError
+
+    gold_sentences = shipped_path("squad")  # the JSONL layout, a plausible mistake
+    with pytest.raises(InputFileError, match="not an official SQuAD 2.0 JSON"):
+        load_squad2(gold_sentences)
+    other = tmp_path / "other.json"
+    other.write_text('{"data": [{"title": "x"}]}')
+    with pytest.raises(InputFileError, match="not an official SQuAD 2.0 JSON"):
+        load_squad2(other)

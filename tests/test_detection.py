@@ -63,3 +63,40 @@ def test_bootstrap_is_seeded_paired_and_covers_the_estimate():
     # Paired rows: the difference of identical arrays is exactly zero on every resample.
     same = bootstrap_ci(lambda a, b: float(np.mean(a - b)), x, x.copy())
     assert (same.low, same.high) == (0.0, 0.0)
+
+
+def _brute_force_sign_flip_p(differences) -> float:
+    """Every sign pattern, one by one."""
+    import itertools
+
+    observed = abs(np.mean(differences))
+    means = [
+        abs(np.mean(np.asarray(signs) * differences))
+        for signs in itertools.product((-1, 1), repeat=len(differences))
+    ]
+    return float(np.mean([m >= observed - 1e-12 for m in means]))
+
+
+def test_sign_flip_p_enumerates_every_pattern_and_samples_beyond():
+    from mechrag.metrics.detection import SIGN_FLIP_EXACT, sign_flip_p
+
+    rng = np.random.default_rng(3)
+    for n in (1, 5, 9):
+        differences = rng.normal(0.4, 1.0, n)
+        assert sign_flip_p(differences) == pytest.approx(_brute_force_sign_flip_p(differences))
+    discrete = np.array([0.58, -0.42, 0.58, 0.58, -1.42, 0.58, -0.42, 1.58])  # ties in |mean|
+    assert sign_flip_p(discrete) == pytest.approx(_brute_force_sign_flip_p(discrete))
+    assert sign_flip_p(np.ones(6)) == pytest.approx(2 / 2**6)
+    assert sign_flip_p(np.zeros(4)) == 1.0
+    # Beyond the exact limit: seeded draws, within Monte Carlo error of the full enumeration.
+    wide = rng.normal(0.25, 1.0, SIGN_FLIP_EXACT + 2)
+    exact = _brute_force_sign_flip_p(wide)
+    sampled = sign_flip_p(wide, n_resamples=20000, seed=1)
+    assert sampled == sign_flip_p(wide, n_resamples=20000, seed=1)
+    assert abs(sampled - exact) < 4 * np.sqrt(exact * (1 - exact) / 20000) + 1e-4
+    with pytest.raises(ValueError, match="non-empty 1-d"):
+        sign_flip_p(np.array([]))
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip_p(np.array([0.2, np.nan, 0.4]))
+    huge = np.array([3e8, -1e8, -2e8 + 1e-3, 5e7, -5e7])  # a mean near 0 among large values
+    assert sign_flip_p(huge) == pytest.approx(_brute_force_sign_flip_p(huge))

@@ -387,6 +387,41 @@ def test_attribute_command_takes_the_fast_methods(tmp_path, capsys, monkeypatch,
     assert "takes" in capsys.readouterr().err
 
 
+def test_attribute_command_refuses_a_missing_weights_file_or_proxy_before_loading(
+    tmp_path, capsys, monkeypatch
+):
+    from mechrag.cli import main
+
+    def no_model(name=None):
+        raise AssertionError("the model was loaded before the inputs were checked")
+
+    monkeypatch.setattr("mechrag.models.load_model", no_model)
+    context = tmp_path / "context.txt"
+    context.write_text("Ana lives in Oslo. Oslo is cold.\n")
+    base = ["attribute", "--query", QUERY, "--context-file", str(context), "--response", RESPONSE]
+    missing = tmp_path / "nope.safetensors"
+    assert main([*base, "--method", "attention", "--weights", str(missing)]) == 2
+    assert "attention weights file not found" in capsys.readouterr().err
+    malformed = tmp_path / "bad.safetensors"
+    malformed.write_bytes(b"not a safetensors file")
+    assert main([*base, "--method", "attention", "--weights", str(malformed)]) == 2
+    assert "is not a safetensors file" in capsys.readouterr().err
+    assert main([*base, "--method", "proxy"]) == 2
+    assert "needs a proxy model" in capsys.readouterr().err
+    assert not list(tmp_path.glob("attribution_*"))
+
+
+def test_a_sweep_refuses_a_proxy_run_without_a_proxy_before_any_model(tmp_path):
+    from mechrag.errors import InputError
+    from mechrag.sweep import SweepConfig
+
+    with pytest.raises(InputError, match="needs a proxy model"):
+        SweepConfig("proxy", "hotpotqa", n=1)
+    with pytest.raises(InputError, match="attention weights file not found"):
+        SweepConfig("attention", "hotpotqa", n=1, options={"weights": str(tmp_path / "w")})
+    SweepConfig("attention", "hotpotqa", n=1, options={"weights": "uniform"})  # accepted
+
+
 def test_compacted_records_read_back_in_order(tmp_path):
     from mechrag.outputs import append_jsonl, compact_records, run_records
 

@@ -227,6 +227,10 @@ class AttentionAttribution(SourceMethod):
         if int(self.rescore) < 0:
             raise InputError(f"rescore must be 0 (attention only) or more, got {self.rescore}")
 
+    def check_inputs(self) -> None:
+        if self.weights not in WEIGHT_KINDS:
+            AttentionWeights.load(self.weights)  # a missing or malformed file, before any model
+
     def _head_weights(self, case) -> tuple[np.ndarray, str, dict]:
         """The ``[n_layers, n_heads]`` weights, their kind, and where they came from."""
         from mechrag import adapter

@@ -28,6 +28,10 @@ class SourceMethod:
     def __call__(self, case):
         raise NotImplementedError
 
+    def check_inputs(self) -> None:
+        """Refuse settings found wrong without a model (a missing file, a missing proxy), so a
+        command fails on them before it loads one; the base method has none."""
+
     @classmethod
     def parameters(cls) -> tuple[str, ...]:
         """The names of the fields a caller may set."""

@@ -12,6 +12,7 @@ from mechrag.attribution.attention import AttentionAttribution
 from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.estimators import ESTIMATORS
 from mechrag.attribution.hierarchical import HierarchicalARCJSD
+from mechrag.attribution.overlap import QueryOverlap
 from mechrag.attribution.proxy import ProxyAttribution
 from mechrag.errors import InputError
 
@@ -21,6 +22,7 @@ METHODS: dict[str, type[SourceMethod]] = {
     AttentionAttribution.name: AttentionAttribution,
     ProxyAttribution.name: ProxyAttribution,
     **ESTIMATORS,
+    QueryOverlap.name: QueryOverlap,
 }
 
 

@@ -38,10 +38,16 @@ class ProxyAttribution(SourceMethod):
     proxy: object = None
     method: str = "arc_jsd"
 
+    def check_inputs(self) -> None:
+        if self.proxy is None:
+            raise InputError(
+                "proxy attribution needs a proxy model: ProxyAttribution(proxy=...), "
+                "--proxy-model on the command line, --option proxy=... in a sweep"
+            )
+
     def proxy_model(self, case):
         """The proxy model (a name is loaded and cached on the case model's device)."""
-        if self.proxy is None:
-            raise InputError("proxy attribution needs a proxy model: ProxyAttribution(proxy=...)")
+        self.check_inputs()
         if isinstance(self.proxy, str):
             from mechrag import adapter
 

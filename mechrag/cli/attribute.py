@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> None:
     method = resolve_method(args.method).with_settings(
         budget=args.budget, documents=args.documents, weights=args.weights, proxy=args.proxy_model
     )
+    method.check_inputs()
     sources = read_sources(args, args.unit)
     model = load_model(args.model)
     start = time.perf_counter()

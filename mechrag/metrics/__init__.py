@@ -18,6 +18,7 @@ _MODULES = {
     ),
     "mechrag.metrics.detection": (
         "Interval", "RocCurve", "auroc", "bootstrap_ci", "mcnemar_exact", "roc_curve",
+        "sign_flip_p",
     ),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)

@@ -22,13 +22,15 @@ CASE_OPTIONS = ("max_new_tokens", "system_prompt")
 
 @dataclass(frozen=True)
 class SweepMethod:
-    """A registered method: what it runs, which options it takes, whether it needs a model."""
+    """A registered method: what it runs, which options it takes, whether it needs a model, and
+    ``check(options)``: what it refuses before any model loads (a missing file)."""
 
     name: str
     run: MethodFn
     options: tuple[str, ...] = ()
     needs_model: bool = True
     description: str = ""
+    check: Callable[[dict], None] | None = None
 
     def check_options(self, options: dict) -> None:
         unknown = sorted(set(options) - set(self.options))
@@ -36,6 +38,8 @@ class SweepMethod:
             raise InputError(
                 f"method {self.name!r} takes options {list(self.options)}, not {unknown}"
             )
+        if self.check is not None:
+            self.check(options)
 
 
 SWEEP_METHODS: dict[str, SweepMethod] = {}
@@ -49,20 +53,19 @@ def register_method(
     options: tuple[str, ...] = (),
     needs_model: bool = True,
     description: str = "",
+    check: Callable[[dict], None] | None = None,
     replace: bool = False,
 ) -> SweepMethod:
     """Make ``run(model, example, options) -> dict`` available to sweeps as ``name``."""
     if name in SWEEP_METHODS and not replace:
         raise InputError(f"sweep method {name!r} is already registered")
-    SWEEP_METHODS[name] = SweepMethod(name, run, tuple(options), needs_model, description)
+    SWEEP_METHODS[name] = SweepMethod(name, run, tuple(options), needs_model, description, check)
     return SWEEP_METHODS[name]
 
 
 def get_method(name: str) -> SweepMethod:
     if name not in SWEEP_METHODS:
-        raise InputError(
-            f"unknown sweep method {name!r}: choose from {sorted(SWEEP_METHODS)}"
-        )
+        raise InputError(f"unknown sweep method {name!r}: choose from {sorted(SWEEP_METHODS)}")
     return SWEEP_METHODS[name]
 
 
@@ -93,14 +96,24 @@ def attribution_record(attribution, example) -> dict:
     }
 
 
-def run_attribute(model, example, options: dict, method: str) -> dict:
+def configured_method(options: dict, method: str):
     """The attribution ``method`` of :data:`mechrag.attribution.methods.METHODS`, configured by
     the options that are its fields (``budget``, ``paired``, ``screen``, ...)."""
     method_class = ATTRIBUTION_METHODS[method]
-    configured = method_class(
+    return method_class(
         **{name: options[name] for name in method_class.parameters() if name in options}
     )
+
+
+def run_attribute(model, example, options: dict, method: str) -> dict:
+    """One example's record of the configured attribution ``method``."""
+    configured = configured_method(options, method)
     return attribution_record(configured(case_for(model, example, options)), example)
+
+
+def check_attribute(options: dict, method: str) -> None:
+    """What the configured ``method`` refuses without a model (its ``check_inputs``)."""
+    configured_method(options, method).check_inputs()
 
 
 def run_localize(model, example, options: dict) -> dict:
@@ -150,6 +163,7 @@ for name, method_class in ATTRIBUTION_METHODS.items():
         partial(run_attribute, method=name),
         options=(*CASE_OPTIONS, *(p for p in method_class.parameters() if p != "reuse_scored")),
         description=method_class.description,
+        check=partial(check_attribute, method=name),
     )
 register_method(
     "localize",
