@@ -1,0 +1,33 @@
+"""``benchmarks/frontier.py``'s choice of examples and of accepted answers (no model pass)."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "frontier.py"
+
+
+def test_examples_the_weights_were_fitted_on_are_skipped_for_every_method(monkeypatch, capsys):
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    examples = load_examples("hotpotqa", unit="sentence")[:5]
+    fitted = {f"hotpotqa:{examples[1].id}", f"hotpotqa:{examples[3].id}", "musique:other"}
+    weights = SimpleNamespace(provenance={"data": {"example_keys": sorted(fitted)}})
+    monkeypatch.setattr("mechrag.attribution.attention.shipped_weights", lambda model: weights)
+    kept = script["unseen"](object(), examples)
+    assert [e.id for e in kept] == [examples[i].id for i in (0, 2, 4)]
+    assert "skipped 2 examples" in capsys.readouterr().out
+    monkeypatch.setattr("mechrag.attribution.attention.shipped_weights", lambda model: None)
+    assert script["unseen"](object(), examples) == examples
+
+
+def test_musique_aliases_are_accepted_answers():
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    example = next(e for e in load_examples("musique") if e.metadata["aliases"])
+    accepted = script["answers"](example)
+    assert accepted[0] == example.answer and set(example.metadata["aliases"]) <= set(accepted)
