@@ -313,8 +313,11 @@ def ablation_cells(
 
 
 def ablation_effects(records: list[dict]) -> dict[str, list[dict]]:
-    """Per masking style, in order of first appearance: the examples' effects under it."""
-    modes = dict.fromkeys(m for r in records for m in r["result"]["effects"])
+    """Per masking style (those of :data:`ABLATION_MODES` first, in its order; others as they
+    appear): the examples' effects under it."""
+    found = dict.fromkeys(m for r in records for m in r["result"]["effects"])
+    known = [m for m in ABLATION_MODES if m in found]
+    modes = known + [m for m in found if m not in ABLATION_MODES]
     return {
         mode: [r["result"]["effects"][mode] for r in records if mode in r["result"]["effects"]]
         for mode in modes
