@@ -82,6 +82,30 @@ class Claim:
     digits: int = 2
     paper_effect: float | None = None  # the paper's difference, in the differences' unit
 
+    @classmethod
+    def of_mean(
+        cls,
+        claim: str,
+        paper: str,
+        differences: np.ndarray,
+        *,
+        expected_sign: int,
+        scale: float = 1.0,
+        digits: int = 2,
+        paper_effect: float | None = None,
+    ) -> Claim:
+        """A claim on the mean of ``differences``, tested by :func:`mean_p`."""
+        return cls(
+            claim,
+            paper,
+            differences,
+            expected_sign,
+            mean_p(differences),
+            scale=scale,
+            digits=digits,
+            paper_effect=paper_effect,
+        )
+
 
 TABLES: dict[str, Table] = {}
 CLAIMS = "claims"  # the marker of the table that gathers every table's claims
@@ -210,13 +234,12 @@ def consensus_claims(records: list[dict]) -> list[Claim]:
         found = [r["result"]["consensus"][module] for r in records]
         excess = np.array([f["jsd_overlap"] - f["null_jsd_overlap"] for f in found], float)
         claims.append(
-            Claim(
+            Claim.of_mean(
                 f"the paper's reading of Table 3: {label} layers by JSD and by gain agree "
                 "(\\|J∩S\\| above its null)",
                 CONSENSUS_PAPER[module],
                 excess,
                 expected_sign=1,
-                p=mean_p(excess),
             )
         )
     return claims
@@ -336,15 +359,13 @@ def ablation_claims(records: list[dict]) -> list[Claim]:
     claims = []
     for mode, effects in ablation_effects(records).items():
         top, random, _ = top_and_random(effects, "output_jsd")
-        differences = top - random
         claims.append(
-            Claim(
+            Claim.of_mean(
                 f"top-10 heads move the output more than 10 random heads "
                 f"({ABLATION_MODES.get(mode, mode)} masking, summed JSD; Table 5)",
                 PAPER_ABLATION,
-                differences,
+                top - random,
                 expected_sign=1,
-                p=mean_p(differences),
                 digits=3,
                 paper_effect=2.23 - 1.53,
             )
@@ -450,22 +471,20 @@ def gating_claims(records: list[dict]) -> list[Claim]:
     ]
     if control is not None:
         claims += [
-            Claim(
+            Claim.of_mean(
                 "the paper rule hallucinates less than the random-5 control (ICLR Table 4)",
                 "8.2% against 12.7%: −4.5 points",
                 rule["hallucinated"] - control["hallucinated"],
                 expected_sign=-1,
-                p=mean_p(rule["hallucinated"] - control["hallucinated"]),
                 scale=100,
                 digits=1,
                 paper_effect=0.082 - 0.127,
             ),
-            Claim(
+            Claim.of_mean(
                 "the random-5 control lowers factual F1 against no gating (ICLR Table 4)",
                 "76.1 → 69.4: −6.7 points (the rule: 75.9)",
                 control["f1"] - ungated["f1"],
                 expected_sign=-1,
-                p=mean_p(control["f1"] - ungated["f1"]),
                 scale=100,
                 digits=1,
                 paper_effect=0.694 - 0.761,
