@@ -96,6 +96,9 @@ DECLINES = [
     "I'm unable to answer from the context provided.",
     "The passage does not have enough information.",
     "I\u2019m sorry, but the text doesn\u2019t say.",
+    # A hedged "not mentioned" (SmolLM2 on SQuAD 2.0).
+    "Emma's brother is not explicitly mentioned in the context provided.",
+    "The year is not directly stated in the passage.",
 ]
 
 
@@ -123,6 +126,7 @@ def test_contractions_and_declines_are_abstentions(response):
         "The treaty didn't include France.",
         "The cause could not be determined until 1990.",
         "He was not given the award.",
+        "He was not explicitly given the award.",
     ],
 )
 def test_answers_that_merely_contain_not_are_not_abstentions(response):

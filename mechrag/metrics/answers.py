@@ -58,13 +58,14 @@ ABSTENTION_TEMPLATE = ABSTENTION_INSTRUCTION + "\n\nContext: {context}\n\nQuery:
 _SAYS = r"(?:contain|mention|say|state|provide|specify|include|give)"
 _GIVEN = r"(?:found|mentioned|stated|given|provided|specified|available)"
 _SOURCE = r"(?:context|text|passage|document|sources?|information provided)"
+_HEDGE = r"(?:(?:explicitly|directly|specifically|clearly|anywhere) )?"  # "not explicitly stated"
 ABSTENTION_PATTERNS = (
     r"\bunanswerable\b",
     rf"\b{_SOURCE}s? (?:does|do|did) not {_SAYS}\b",
     rf"\b(?:does|do|did) not {_SAYS} (?:any |enough |this |that |such )?"
     r"(?:information|answer|details?|mention)\b",
-    rf"\bnot {_GIVEN} (?:in|by) {_SOURCE}\b",
-    rf"\b(?:answer|information|it) (?:is|was|are|were) not {_GIVEN}\b",
+    rf"\bnot {_HEDGE}{_GIVEN} (?:in|by) {_SOURCE}\b",
+    rf"\b(?:answer|information|it) (?:is|was|are|were) not {_HEDGE}{_GIVEN}\b",
     r"\b(?:can|could) not be (?:determined|answered)(?: (?:from|based on|with|using)\b|$)",
     r"\bno (?:information|answer|mention)\b",
     r"\bnot (?:in|part of) (?:context|text|passage)\b",
