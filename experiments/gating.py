@@ -78,6 +78,7 @@ from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
+from mechrag.prompts import render_context
 from mechrag.sweep import load_sweep_model
 
 matplotlib.use("Agg")
@@ -136,6 +137,12 @@ def parse_args() -> argparse.Namespace:
         "--report-only",
         action="store_true",
         help="summarise the records written so far, run nothing",
+    )
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="judge the stored responses again with the current judge (no model pass), then "
+        "summarise as --report-only",
     )
     return parser.parse_args()
 
@@ -200,6 +207,28 @@ def respond(model, builder, args, gates: Gates | None = None, threshold: float |
 def judged(text: str, example: RAGExample, builder, **extra) -> dict:
     record = judge_answer(text, gold_answers(example), builder.context()).to_dict()
     return {**record, "response": text, **extra}
+
+
+def rejudge(records_path: Path, examples: list[RAGExample]) -> int:
+    """Judge every stored condition's response in ``records_path`` again with the current
+    :func:`judge_answer` (the context rendered from each example's sources, as the prompt
+    holds it) and rewrite the file; the number of judgements that changed. Records of examples
+    not in ``examples`` stay as they are."""
+    by_id = {e.id: e for e in examples}
+    records, changed = read_jsonl(records_path), 0
+    for record in records:
+        example = by_id.get(record["id"])
+        if example is None:
+            continue
+        context = render_context(example.sources)
+        for name, condition in record["conditions"].items():
+            verdict = judge_answer(condition["response"], gold_answers(example), context)
+            updated = {**condition, **verdict.to_dict()}
+            changed += updated != condition
+            record["conditions"][name] = updated
+    lines = "".join(json.dumps(r) + "\n" for r in records)
+    write_text_atomic(records_path, lines)
+    return changed
 
 
 def statically_gated(model, example: RAGExample, builder, args, gates: Gates, plain: dict) -> dict:
@@ -539,8 +568,11 @@ def run_records(
     appended each, so reruns resume); the records of ``examples``."""
     records_path = folder / "records.jsonl"
     done = {r["id"] for r in read_jsonl(records_path)}
+    if args.rejudge and records_path.is_file():
+        changed = rejudge(records_path, examples)
+        print(f"{dataset}: {changed} stored judgements changed", flush=True)
     for index, example in enumerate(examples):
-        if example.id in done or args.report_only:
+        if example.id in done or args.report_only or args.rejudge:
             continue
         record = evaluate_one(example)
         record["seconds"] = time.perf_counter() - started
@@ -567,7 +599,8 @@ def report(dataset: str, folder: Path, rows: list[dict], detectors, curves, note
 def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
-    model = load_sweep_model(args.model)
+    summarise_only = args.report_only or args.rejudge
+    model = None if summarise_only else load_sweep_model(args.model)
     for dataset in args.datasets:
         calibration_examples, test_examples = splits(dataset, args)
         started = time.perf_counter()
@@ -580,6 +613,9 @@ def main() -> None:
             extra = {"protocol": "paper", "rule": PAPER_RULE.to_dict()}
         else:
             folder = args.out / dataset
+            if summarise_only and not (folder / "calibration.json").is_file():
+                print(f"{dataset}: no calibration in {folder}", flush=True)
+                continue
             calibration = calibrate(model, calibration_examples, args, folder)
             print(f"{dataset}: calibration ready ({calibration['seconds']:.0f} s)", flush=True)
             evaluate_one = partial(evaluate, model, calibration=calibration, args=args)

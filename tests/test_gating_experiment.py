@@ -1,0 +1,69 @@
+"""The gating experiment's paper protocol on a tiny model: records, resume and re-judging the
+stored responses without a model pass."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+from mechrag.outputs import read_jsonl
+
+SWEEP = importlib.import_module("mechrag.sweep")  # the module (mechrag.sweep is also a function)
+
+SCRIPT = Path(__file__).parents[1] / "experiments" / "gating.py"
+
+
+def run_gating(args: list[str], monkeypatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["gating.py", *args])
+    runpy.run_path(str(SCRIPT), run_name="__main__")
+
+
+def test_paper_protocol_records_resume_and_rejudge(tmp_path, monkeypatch, capsys):
+    args = [
+        "--protocol", "paper", "--datasets", "squad", "--n-calibration", "1", "--n-test", "2",
+        "--random-seeds", "1", "--random-pool", "all", "--max-new-tokens", "3",
+        "--model", "toy:llama",
+        "--out", str(tmp_path),
+    ]  # fmt: skip
+    run_gating(args, monkeypatch)
+    path = tmp_path / "squad" / "paper" / "records.jsonl"
+    first = read_jsonl(path)
+    assert len(first) == 2
+    assert set(first[0]["conditions"]) == {"none", "paper", "random:0"}
+    # SQuAD 2.0 alternates answerable and unanswerable questions.
+    assert sorted(bool(r["answers"]) for r in first) == [False, True]
+
+    def no_model(name):
+        raise AssertionError("re-judging must not load a model")
+
+    monkeypatch.setattr(SWEEP, "load_sweep_model", no_model)
+    capsys.readouterr()
+    run_gating([*args, "--rejudge"], monkeypatch)
+    assert "squad: 0 stored judgements changed" in capsys.readouterr().out
+    assert read_jsonl(path) == first  # judged by the current judge already
+
+    # A stale judgement (as from an older judge) is judged again from the stored response.
+    stale = [dict(r) for r in first]
+    plain = stale[1]["conditions"]["none"]
+    stale[1]["conditions"] = {**stale[1]["conditions"], "none": {**plain, "abstained": None}}
+    assert stale != first
+    path.write_text("".join(json.dumps(r) + "\n" for r in stale))
+    run_gating([*args, "--rejudge"], monkeypatch)
+    assert "squad: 1 stored judgements changed" in capsys.readouterr().out
+    assert read_jsonl(path) == first
+
+
+def test_rejudge_without_records_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(SWEEP, "load_sweep_model", pytest.fail)
+    run_gating(
+        ["--protocol", "paper", "--datasets", "squad", "--n-test", "2", "--rejudge",
+         "--out", str(tmp_path)],
+        monkeypatch,
+    )  # fmt: skip
+    assert "squad: no records" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
