@@ -13,9 +13,12 @@ than exact can reach; those feed the paper-setting table (``make results``).
 
 Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
 :func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
-sentences) and ``musique`` (all twenty paragraphs, ~90). Examples are the first ``--examples``
-of the shipped training samples less those the fitted attention weights were fitted on
-(examples 50-59; skipped for every method), so at most 90 per sample.
+sentences), ``musique`` (all twenty paragraphs, ~90) and ``squad`` (SQuAD 2.0 dev answerable
+questions over their whole article, 100-250 sentences: :func:`mechrag.data.load_squad_articles`;
+no exact ARC-JSD reaches it here). Examples are the first ``--examples`` of the shipped
+training samples less those the fitted attention weights were fitted on
+(examples 50-59; skipped for every method), so at most 90 per sample; SQuAD's (dev, never
+fitted on) has 705.
 
 Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
 there); ``make results`` builds the table and the plot from the records alone.
@@ -42,7 +45,7 @@ METHODS = (
     "loo",
     "query_overlap",
 )
-SIZES = ("10", "20", "40", "hotpotqa", "musique")
+SIZES = ("10", "20", "40", "hotpotqa", "musique", "squad")
 SCREEN_CANDIDATES = 5
 HIERARCHICAL_DOCUMENTS = 2
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
@@ -73,10 +76,12 @@ def configured(name: str, model_name: str):
 
 
 def examples_of_size(size: str, count: int) -> list:
-    from mechrag.data import cut_to_sentences, load_examples
+    from mechrag.data import cut_to_sentences, load_examples, load_squad_articles
 
     if size == "musique":
         return load_examples("musique", unit="sentence")[:count]
+    if size == "squad":
+        return load_squad_articles(n=count)
     examples = load_examples("hotpotqa", unit="sentence")[:count]
     return examples if size == "hotpotqa" else [cut_to_sentences(e, int(size)) for e in examples]
 
@@ -95,8 +100,10 @@ def unseen(model, examples) -> list:
 
 
 def answers(example) -> list[str]:
-    """Every accepted answer: the reference and its aliases (MuSiQue's)."""
-    return [example.answer, *example.metadata.get("aliases", [])]
+    """Every accepted answer: the reference, its aliases (MuSiQue's) and every annotator's
+    (SQuAD's)."""
+    metadata = example.metadata
+    return [example.answer, *metadata.get("aliases", []), *metadata.get("answers", [])]
 
 
 def run_settings(args: argparse.Namespace) -> dict:

@@ -192,42 +192,118 @@ def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAG
     return examples
 
 
+@dataclass(frozen=True)
+class _SquadParagraph:
+    """One paragraph of an official SQuAD 2.0 file: its article, its text and its questions as
+    ``(id, question, ((answer text, start character), ...))`` (no answers: unanswerable)."""
+
+    article: int
+    title: str
+    context: str
+    questions: list[tuple[str, str, tuple[tuple[str, int], ...]]]
+
+
+def _squad2_paragraphs(path: str | Path | None) -> list[_SquadParagraph]:
+    """The paragraphs of an official SQuAD 2.0 JSON file (default: the shipped 5 dev articles);
+    a file of another layout is one clear error."""
+    path = package_file(SQUAD2_FILE) if path is None else Path(path)
+    data = _read_json(path, "squad2")
+    try:  # the layout's fields, read before any work, so a bug below is not a layout error
+        return [
+            _SquadParagraph(
+                index,
+                article["title"],
+                paragraph["context"],
+                [
+                    (
+                        qa["id"],
+                        qa["question"],
+                        tuple((a["text"], int(a["answer_start"])) for a in qa["answers"]),
+                    )
+                    for qa in paragraph["qas"]
+                ],
+            )
+            for index, article in enumerate(data["data"])
+            for paragraph in article["paragraphs"]
+        ]
+    except (KeyError, TypeError, ValueError):
+        raise InputFileError(
+            f"{path} is not an official SQuAD 2.0 JSON file (data > paragraphs > context, qas "
+            "> answers > text, answer_start)"
+        ) from None
+
+
 def load_squad2(path: str | Path | None = None, n: int | None = None) -> list[RAGExample]:
     """Official SQuAD 2.0 JSON, unanswerable questions included: one example per question, its
     paragraph split into sentences; ``metadata["answers"]`` holds every distinct gold answer
     (empty when unanswerable). No gold sentences (``gold_ids`` empty): for answer-level studies
     such as gating."""
-    path = package_file(SQUAD2_FILE) if path is None else Path(path)
-    data = _read_json(path, "squad2")
-    try:  # the layout's fields, read before any work, so a bug below is not a layout error
-        paragraphs = [
-            (
-                article["title"],
-                paragraph["context"],
-                [
-                    (qa["id"], qa["question"], {a["text"] for a in qa["answers"]})
-                    for qa in paragraph["qas"]
-                ],
-            )
-            for article in data["data"]
-            for paragraph in article["paragraphs"]
-        ]
-    except (KeyError, TypeError):
-        raise InputFileError(
-            f"{path} is not an official SQuAD 2.0 JSON file (data > paragraphs > context, qas)"
-        ) from None
     examples = []
-    for title, context, questions in paragraphs:
-        sentences = split_sentences(context)
+    for paragraph in _squad2_paragraphs(path):
+        sentences = split_sentences(paragraph.context)
+        title = paragraph.title
         sources = [Source(source_id(0, i), s, title, 0) for i, s in enumerate(sentences)]
-        for question_id, question, texts in questions:
-            answers = sorted(texts)
+        for question_id, question, spans in paragraph.questions:
+            answers = sorted({text for text, _ in spans})
             first = answers[0] if answers else ""
             metadata = {"answers": answers}
             examples.append(
                 RAGExample(question_id, "squad", question, sources, [], first, metadata)
             )
     return examples[:n]
+
+
+def _sentence_spans(text: str) -> list[tuple[str, int, int]]:
+    """``text``'s sentences (:func:`split_sentences`) with their start and end characters."""
+    spans, cursor = [], 0
+    for sentence in split_sentences(text):
+        start = text.index(sentence, cursor)  # a splitter that rewrote the text is a bug
+        cursor = start + len(sentence)
+        spans.append((sentence, start, cursor))
+    return spans
+
+
+def load_squad_articles(path: str | Path | None = None, n: int | None = None) -> list[RAGExample]:
+    """SQuAD 2.0's answerable questions over their whole article: every paragraph of the
+    article one block of sentence sources (``p{paragraph}s{sentence}``, the title on the first),
+    gold = the sentences of the question's own paragraph that overlap an annotator's answer
+    span. The long-context SQuAD setting (an article is 2,500-4,500 words). Questions are taken
+    from the articles in turn (the first of each article, then the second, ...), so the first
+    ``n`` span every article; ``metadata["answers"]`` holds every distinct gold answer."""
+    paragraphs = _squad2_paragraphs(path)
+    articles: dict[int, list[_SquadParagraph]] = {}
+    for paragraph in paragraphs:
+        articles.setdefault(paragraph.article, []).append(paragraph)
+    per_article = []
+    for members in articles.values():
+        sources, spans_of = [], []
+        for p_index, paragraph in enumerate(members):
+            spans = _sentence_spans(paragraph.context)
+            title = paragraph.title if p_index == 0 else None
+            sources += [
+                Source(source_id(p_index, s), text, title, p_index)
+                for s, (text, _, _) in enumerate(spans)
+            ]
+            spans_of.append(spans)
+        questions = []
+        for p_index, paragraph in enumerate(members):
+            for question_id, question, answers in paragraph.questions:
+                if not answers:
+                    continue
+                gold = [
+                    source_id(p_index, s)
+                    for s, (_, start, end) in enumerate(spans_of[p_index])
+                    if any(a < end and a + len(t) > start for t, a in answers)
+                ]
+                texts = sorted({t for t, _ in answers})
+                questions.append(
+                    RAGExample(question_id, "squad", question, sources, gold, texts[0],
+                               {"answers": texts, "article": paragraph.title})
+                )  # fmt: skip
+        per_article.append(questions)
+    longest = max(map(len, per_article), default=0)
+    interleaved = [q[i] for i in range(longest) for q in per_article if i < len(q)]
+    return interleaved[:n]
 
 
 # The one list of data sets: every other module (sweeps, the retrieval corpus) reads it here.

@@ -143,3 +143,32 @@ def test_squad2_refuses_another_layout_in_one_line(tmp_path):
     other.write_text('{"data": [{"title": "x"}]}')
     with pytest.raises(InputFileError, match="not an official SQuAD 2.0 JSON"):
         load_squad2(other)
+
+
+def test_squad_articles_give_each_answerable_question_its_whole_article():
+    """Against the shipped derived file (PROVENANCE: one row per answerable question with its
+    paragraph's sentences and the ids of those overlapping an answer span): the same gold
+    sentences, found here from the official file's character offsets, inside the whole article."""
+    from mechrag.data import load_squad_articles
+    from mechrag.outputs import read_jsonl
+    from mechrag.prompts import render_context
+
+    derived = {row["id"]: row for row in read_jsonl(shipped_path("squad"))}
+    examples = load_squad_articles()
+    assert len(examples) == len(derived) == 705
+    titles = [e.metadata["article"] for e in examples[:5]]
+    assert len(set(titles)) == 5  # the first questions span every article
+    for example in examples:
+        row = derived[example.id]
+        assert example.query == row["question"] and example.metadata["answers"] == row["answers"]
+        gold_texts = [s.text for s in example.sources if s.id in set(example.gold_ids)]
+        assert gold_texts == [row["sentences"][i] for i in row["gold_sentence_ids"]]
+        (paragraph,) = {s.paragraph for s in example.sources if s.id in set(example.gold_ids)}
+        own = [s.text for s in example.sources if s.paragraph == paragraph]
+        assert own == row["sentences"]  # the question's paragraph, in its article
+        assert example.sources[0].title == row["title"]
+        assert {s.title for s in example.sources[1:] if s.paragraph > 0} == {None}
+    normans = next(e for e in examples if e.metadata["article"] == "Normans")
+    assert len({s.paragraph for s in normans.sources}) == 39  # every paragraph of the article
+    assert render_context(normans.sources).startswith("Normans\nThe Normans")
+    assert len(load_squad_articles(n=7)) == 7

@@ -31,3 +31,14 @@ def test_musique_aliases_are_accepted_answers():
     example = next(e for e in load_examples("musique") if e.metadata["aliases"])
     accepted = script["answers"](example)
     assert accepted[0] == example.answer and set(example.metadata["aliases"]) <= set(accepted)
+
+
+def test_squad_articles_are_a_size_with_every_annotators_answer():
+    script = runpy.run_path(str(SCRIPT))
+    examples = script["examples_of_size"]("squad", 3)
+    assert len(examples) == 3
+    assert all(e.dataset == "squad" and e.gold_ids for e in examples)
+    assert all(len({s.paragraph for s in e.sources}) > 20 for e in examples)  # whole articles
+    every = script["examples_of_size"]("squad", 705)
+    many = next(e for e in every if len(e.metadata["answers"]) > 1)
+    assert set(many.metadata["answers"]) <= set(script["answers"](many))
