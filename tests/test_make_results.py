@@ -326,3 +326,30 @@ def test_the_claims_table_of_a_large_claim(script):
         "no: below it",
     ]
     assert script["p_text"](p) == "5e-5"  # the same number, from an exact test, is not a bound
+
+
+def test_squad_gating_splits_answerable_from_unanswerable_questions(workspace):
+    """Each kind of question has its own rows, and the SQuAD claims read the unanswerable ones
+    only (recomputed from the fixture's records)."""
+    squad = records(workspace, "gating_paper/squad/paper")
+    text = (FIXTURE / "RESULTS.md").read_text()
+    for subset, answerable in (("unanswerable", False), ("answerable", True)):
+        chosen = [r for r in squad if bool(r["answers"]) == answerable]
+        for label, condition in (("no gate", "none"), ("paper rule", "paper")):
+            rate = np.mean([r["conditions"][condition]["hallucinated"] for r in chosen])
+            cells = row_cells(text, f"{subset}: {label}")
+            assert cells[1] == str(len(chosen)) == "3"
+            assert cells[2].startswith(f"{100 * rate:.1f} [")
+    unanswerable = [r for r in squad if not r["answers"]]
+    rule_minus_none = np.mean(
+        [
+            float(r["conditions"]["paper"]["hallucinated"])
+            - float(r["conditions"]["none"]["hallucinated"])
+            for r in unanswerable
+        ]
+    )
+    claim = "the paper rule lowers the hallucination rate against no gating on SQuAD 2.0"
+    cells = row_cells(text, f"{claim} unanswerable questions (ICLR Table 4)")
+    expected = f"{100 * rule_minus_none:+.1f} [".replace("-", "−")
+    assert cells[2] == "3" and cells[3].startswith(expected)
+    assert rule_minus_none < 0  # the fixture's rule abstains once where no gate answered
