@@ -172,6 +172,10 @@ def test_hallucination_definition():
     # Right but phrased with outside words: neither wrong nor hallucinated.
     outside = judge_answer("1889 CE records", ["1889"], context)  # F1 = 0.5, support 1/3
     assert outside.unsupported and not outside.wrong and not outside.hallucinated
+    # A verbose right answer (F1 2/7 < 0.5, the gold answer inside): correct, so not wrong.
+    verbose = judge_answer("Gustave built it in 1889 CE", ["1889"], context)
+    assert verbose.f1 == pytest.approx(2 * (1 / 6) / (1 / 6 + 1))
+    assert verbose.unsupported and not verbose.wrong and not verbose.hallucinated
     # Abstaining on an answerable question: a miss, not a hallucination.
     missed = judge_answer("unanswerable", ["1889"], context)
     assert missed.abstained and not missed.wrong and not missed.hallucinated and missed.f1 == 0

@@ -9,8 +9,10 @@ Hallucination (operational definition, per response):
 
 * **abstained**: the response says the context does not hold the answer (:func:`is_abstention`;
   the prompt :data:`ABSTENTION_INSTRUCTION` tells the model how to say so).
-* **wrong**: an answerable question, no abstention, and max token F1 against the gold answers
-  below 0.5.
+* **wrong**: an answerable question, no abstention, and a response that is not correct by
+  :func:`response_correct` (it holds no gold answer, and its token F1 with each is below 0.5;
+  the same rule as every "correct response" in mechrag: a verbose model's right answer is
+  rarely short enough for F1 alone).
 * **unsupported**: fewer than half of the response's content words (normalised tokens that are
   not stop words) occur among the context's normalised tokens; a response without content words
   is never unsupported.
@@ -191,9 +193,7 @@ class AnswerJudgement:
         return asdict(self)
 
 
-def judge_answer(
-    response: str, answers: Sequence[str], context: str, *, f1_threshold: float = 0.5
-) -> AnswerJudgement:
+def judge_answer(response: str, answers: Sequence[str], context: str) -> AnswerJudgement:
     """EM, F1, abstention, wrong, unsupported and hallucinated for one response.
 
     ``answers``: the gold answers; empty for an unanswerable question (then EM = F1 = 1 for an
@@ -205,7 +205,7 @@ def judge_answer(
         em, f1 = exact_match(response, answers), token_f1(response, answers)
     else:
         em = f1 = float(abstained)
-    wrong = answerable and not abstained and f1 < f1_threshold
+    wrong = answerable and not abstained and not response_correct(response, answers)
     unsupported = not abstained and support(response, context) < 0.5
     hallucinated = (wrong and unsupported) if answerable else not abstained
     return AnswerJudgement(
