@@ -14,7 +14,7 @@ than exact can reach; those feed the paper-setting table (``make results``).
 Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
 :func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
 sentences), ``musique`` (all twenty paragraphs, ~90) and ``squad`` (SQuAD 2.0 dev answerable
-questions over their whole article, 100-250 sentences: :func:`mechrag.data.load_squad_articles`;
+questions over their whole article, 100-208 sentences: :func:`mechrag.data.load_squad_articles`;
 no exact ARC-JSD reaches it here). Examples are the first ``--examples`` of the shipped
 training samples less those the fitted attention weights were fitted on
 (examples 50-59; skipped for every method), so at most 90 per sample; SQuAD's (dev, never

@@ -77,7 +77,7 @@ from mechrag.mechanism.gating_rules import DEFAULT_FACTORS
 from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
-from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
+from mechrag.outputs import append_jsonl, read_jsonl, repair_jsonl, write_text_atomic
 from mechrag.prompts import render_context
 from mechrag.sweep import load_sweep_model
 
@@ -99,6 +99,7 @@ PROTOCOLS = ("calibrated", "paper")
 RANDOM_POOLS = ("ungated", "all")
 PAPER_RULE = GatingRule.paper()
 THRESHOLD_QUANTILES = (0.25, 0.5)
+MIN_SOURCES = 2  # localisation removes one source and needs one left
 
 
 def parse_args() -> argparse.Namespace:
@@ -144,7 +145,13 @@ def parse_args() -> argparse.Namespace:
         help="judge the stored responses again with the current judge (no model pass), then "
         "summarise as --report-only",
     )
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.rejudge and args.protocol != "paper":
+        parser.error(
+            "--rejudge re-judges the paper protocol only (a calibrated run chose its rules by "
+            "the judge it ran with)"
+        )
+    return args
 
 
 # --- data ----------------------------------------------------------------------------------
@@ -170,6 +177,9 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
         raise ValueError(f"unknown dataset {dataset!r}")
     if dataset != "squad":
         random.Random(args.seed).shuffle(pool)
+    # A one-sentence paragraph has no source to remove: localisation needs two (dropped after the
+    # shuffle, so the others keep their order).
+    pool = [e for e in pool if len(e.sources) >= MIN_SOURCES]
     needed = args.n_calibration + args.n_test
     if len(pool) < needed:
         raise ValueError(f"{dataset} has {len(pool)} examples, fewer than the {needed} asked for")
@@ -204,31 +214,46 @@ def respond(model, builder, args, gates: Gates | None = None, threshold: float |
     return model.tokenizer.decode(ids), 0
 
 
+def judgement(text: str, example: RAGExample, context: str) -> dict:
+    """The judge's fields for ``text`` (:func:`judge_answer`) given the prompt's ``context``."""
+    return judge_answer(text, gold_answers(example), context).to_dict()
+
+
 def judged(text: str, example: RAGExample, builder, **extra) -> dict:
-    record = judge_answer(text, gold_answers(example), builder.context()).to_dict()
-    return {**record, "response": text, **extra}
+    return {**judgement(text, example, builder.context()), "response": text, **extra}
 
 
-def rejudge(records_path: Path, examples: list[RAGExample]) -> int:
+def rejudge(records_path: Path, examples: list[RAGExample]) -> tuple[int, int]:
     """Judge every stored condition's response in ``records_path`` again with the current
     :func:`judge_answer` (the context rendered from each example's sources, as the prompt
-    holds it) and rewrite the file; the number of judgements that changed. Records of examples
-    not in ``examples`` stay as they are."""
+    holds it) and rewrite the file when a judgement changed. Returns the number of changed
+    judgements and of records left as they are (their example is not in ``examples``: a run
+    with other data options). A file that is not all JSON lines, or that grows meanwhile (the
+    experiment still writing it), is refused before anything is written."""
+    repair_jsonl(records_path)  # a torn last line, as a resumed run would cut it
+    before = records_path.stat()
+    lines = [line for line in records_path.read_text(encoding="utf-8").splitlines() if line]
+    records = read_jsonl(records_path)
+    if len(records) != len(lines):
+        raise SystemExit(f"gating: {records_path} has {len(lines) - len(records)} bad lines")
     by_id = {e.id: e for e in examples}
-    records, changed = read_jsonl(records_path), 0
+    changed = skipped = 0
     for record in records:
         example = by_id.get(record["id"])
         if example is None:
+            skipped += 1
             continue
         context = render_context(example.sources)
         for name, condition in record["conditions"].items():
-            verdict = judge_answer(condition["response"], gold_answers(example), context)
-            updated = {**condition, **verdict.to_dict()}
+            updated = {**condition, **judgement(condition["response"], example, context)}
             changed += updated != condition
             record["conditions"][name] = updated
-    lines = "".join(json.dumps(r) + "\n" for r in records)
-    write_text_atomic(records_path, lines)
-    return changed
+    now = records_path.stat()
+    if (now.st_size, now.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        raise SystemExit(f"gating: {records_path} changed while re-judging; is the run still on?")
+    if changed:
+        write_text_atomic(records_path, "".join(json.dumps(r) + "\n" for r in records))
+    return changed, skipped
 
 
 def statically_gated(model, example: RAGExample, builder, args, gates: Gates, plain: dict) -> dict:
@@ -562,15 +587,24 @@ def paper_notes(records: list[dict]) -> list[str]:
 
 
 def run_records(
-    dataset: str, examples: list[RAGExample], folder: Path, args, started: float, evaluate_one
+    dataset: str,
+    examples: list[RAGExample],
+    folder: Path,
+    args,
+    started: float,
+    evaluate_one,
+    also_rejudged: list[RAGExample] = (),
 ) -> list[dict]:
     """``evaluate_one(example)`` for every example not yet in ``folder/records.jsonl`` (one line
-    appended each, so reruns resume); the records of ``examples``."""
+    appended each, so reruns resume); the records of ``examples``. ``--rejudge`` judges the
+    stored records of ``examples`` and ``also_rejudged`` again instead."""
     records_path = folder / "records.jsonl"
     done = {r["id"] for r in read_jsonl(records_path)}
     if args.rejudge and records_path.is_file():
-        changed = rejudge(records_path, examples)
+        changed, skipped = rejudge(records_path, [*examples, *also_rejudged])
         print(f"{dataset}: {changed} stored judgements changed", flush=True)
+        if skipped:
+            print(f"{dataset}: {skipped} records of other examples left as they are", flush=True)
     for index, example in enumerate(examples):
         if example.id in done or args.report_only or args.rejudge:
             continue
@@ -607,7 +641,9 @@ def main() -> None:
         if args.protocol == "paper":
             folder = args.out / dataset / "paper"
             evaluate_one = partial(evaluate_paper, model, args=args)
-            records = run_records(dataset, test_examples, folder, args, started, evaluate_one)
+            records = run_records(
+                dataset, test_examples, folder, args, started, evaluate_one, calibration_examples
+            )
             detectors, curves = [], {}
             notes = paper_notes(records) if records else []
             extra = {"protocol": "paper", "rule": PAPER_RULE.to_dict()}

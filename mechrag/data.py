@@ -12,6 +12,7 @@ import dataclasses
 import inspect
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -188,7 +189,10 @@ def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAG
         gold = {(0, s) for s in row["gold_sentence_ids"]}
         sources, gold_ids = _paragraph_sources(sentences, gold, "sentence")
         answer = row["answers"][0] if row["answers"] else ""
-        examples.append(RAGExample(row["id"], "squad", row["question"], sources, gold_ids, answer))
+        metadata = {"answers": list(row["answers"])}
+        examples.append(
+            RAGExample(row["id"], "squad", row["question"], sources, gold_ids, answer, metadata)
+        )
     return examples
 
 
@@ -254,12 +258,16 @@ def load_squad2(path: str | Path | None = None, n: int | None = None) -> list[RA
 
 
 def _sentence_spans(text: str) -> list[tuple[str, int, int]]:
-    """``text``'s sentences (:func:`split_sentences`) with their start and end characters."""
+    """``text``'s sentences (:func:`split_sentences`) with their start and end characters in
+    ``text`` (found word by word: the splitter turns a newline inside a sentence into a space)."""
     spans, cursor = [], 0
     for sentence in split_sentences(text):
-        start = text.index(sentence, cursor)  # a splitter that rewrote the text is a bug
-        cursor = start + len(sentence)
-        spans.append((sentence, start, cursor))
+        pattern = r"\s+".join(map(re.escape, sentence.split()))
+        found = re.compile(pattern).search(text, cursor)
+        if found is None:  # the splitter changed a word: a bug, not bad input
+            raise AssertionError(f"sentence {sentence[:40]!r} is not in its paragraph")
+        spans.append((sentence, found.start(), found.end()))
+        cursor = found.end()
     return spans
 
 
@@ -297,7 +305,7 @@ def load_squad_articles(path: str | Path | None = None, n: int | None = None) ->
                 ]
                 texts = sorted({t for t, _ in answers})
                 questions.append(
-                    RAGExample(question_id, "squad", question, sources, gold, texts[0],
+                    RAGExample(question_id, "squad", question, list(sources), gold, texts[0],
                                {"answers": texts, "article": paragraph.title})
                 )  # fmt: skip
         per_article.append(questions)

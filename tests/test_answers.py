@@ -99,6 +99,7 @@ DECLINES = [
     # A hedged "not mentioned" (SmolLM2 on SQuAD 2.0).
     "Emma's brother is not explicitly mentioned in the context provided.",
     "The year is not directly stated in the passage.",
+    "The context doesn't explicitly mention the year.",
 ]
 
 

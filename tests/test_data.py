@@ -172,3 +172,14 @@ def test_squad_articles_give_each_answerable_question_its_whole_article():
     assert len({s.paragraph for s in normans.sources}) == 39  # every paragraph of the article
     assert render_context(normans.sources).startswith("Normans\nThe Normans")
     assert len(load_squad_articles(n=7)) == 7
+
+
+def test_sentence_spans_find_sentences_the_splitter_rejoined():
+    """Bling Fire turns a newline inside a sentence into a space; the span still covers the
+    paragraph's own characters."""
+    from mechrag.data import _sentence_spans
+
+    text = "A b\nc d. E f.  G h."
+    spans = _sentence_spans(text)
+    assert [sentence for sentence, _, _ in spans] == ["A b c d.", "E f.", "G h."]
+    assert [text[start:end] for _, start, end in spans] == ["A b\nc d.", "E f.", "G h."]

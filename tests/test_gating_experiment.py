@@ -57,6 +57,19 @@ def test_paper_protocol_records_resume_and_rejudge(tmp_path, monkeypatch, capsys
     assert "squad: 1 stored judgements changed" in capsys.readouterr().out
     assert read_jsonl(path) == first
 
+    # A record of an example outside this split is left as it is, and said so.
+    other = {**first[0], "id": "not-in-this-split"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in [*first, other]))
+    run_gating([*args, "--rejudge"], monkeypatch)
+    assert "squad: 1 records of other examples left as they are" in capsys.readouterr().out
+    assert read_jsonl(path) == [*first, other]
+    # A line that is not JSON (not a torn last line) is refused, the file untouched.
+    damaged = path.read_text().replace("\n", "\nnot json\n", 1)
+    path.write_text(damaged)
+    with pytest.raises(SystemExit, match="1 bad lines"):
+        run_gating([*args, "--rejudge"], monkeypatch)
+    assert path.read_text() == damaged
+
 
 def test_rejudge_without_records_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(SWEEP, "load_sweep_model", pytest.fail)
@@ -66,4 +79,12 @@ def test_rejudge_without_records_writes_nothing(tmp_path, monkeypatch, capsys):
         monkeypatch,
     )  # fmt: skip
     assert "squad: no records" in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
+
+
+def test_rejudge_refuses_the_calibrated_protocol(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        run_gating(["--datasets", "squad", "--rejudge", "--out", str(tmp_path)], monkeypatch)
+    assert stopped.value.code == 2
+    assert "--rejudge re-judges the paper protocol only" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())

@@ -353,3 +353,15 @@ def test_squad_gating_splits_answerable_from_unanswerable_questions(workspace):
     expected = f"{100 * rule_minus_none:+.1f} [".replace("-", "−")
     assert cells[2] == "3" and cells[3].startswith(expected)
     assert rule_minus_none < 0  # the fixture's rule abstains once where no gate answered
+
+
+def test_claims_stand_below_their_table(script, workspace):
+    """A table that RESULTS.md does not show contributes no claims, though its records exist."""
+    results = workspace / "RESULTS.md"
+    text = results.read_text()
+    hidden = script["MARKER"].sub(lambda m: "" if m["name"] == "gating_squad" else m[0], text)
+    results.write_text(hidden)
+    assert run(script, workspace) == 0
+    rewritten = results.read_text()
+    assert "SQuAD 2.0 unanswerable" not in rewritten
+    assert "against no gating (ICLR Table 4)" in rewritten  # HotpotQA's claims stay

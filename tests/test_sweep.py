@@ -103,6 +103,21 @@ def test_torn_last_line_is_cut_and_other_lines_kept(tmp_path):
     assert read_jsonl(path) == [{"a": 1}, {"a": 2}]
 
 
+def test_an_atomic_rewrite_keeps_the_files_mode(tmp_path):
+    from mechrag.outputs import write_text_atomic
+
+    path = tmp_path / "records.jsonl"
+    path.write_text("old\n")
+    path.chmod(0o640)
+    write_text_atomic(path, "new\n")
+    assert path.read_text() == "new\n" and path.stat().st_mode & 0o777 == 0o640
+    fresh = write_text_atomic(tmp_path / "fresh.txt", "x")  # not mkstemp's private 0600
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~mask
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers
+
+
 def test_changed_config_is_refused_unless_forced(tmp_path):
     options = {"method": "stub_score", "dataset": "squad", "out": tmp_path, "progress": False}
     first = sweep(n=3, options={"scale": 1.0}, **options)

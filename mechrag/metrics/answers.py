@@ -10,9 +10,9 @@ Hallucination (operational definition, per response):
 * **abstained**: the response says the context does not hold the answer (:func:`is_abstention`;
   the prompt :data:`ABSTENTION_INSTRUCTION` tells the model how to say so).
 * **wrong**: an answerable question, no abstention, and a response that is not correct by
-  :func:`response_correct` (it holds no gold answer, and its token F1 with each is below 0.5;
-  the same rule as every "correct response" in mechrag: a verbose model's right answer is
-  rarely short enough for F1 alone).
+  :func:`response_correct`, the rule of every "correct response" in mechrag (a verbose model's
+  right answer is rarely short enough for token F1 alone; a yes/no answer must open the
+  response, since "There is no doubt..." says yes).
 * **unsupported**: fewer than half of the response's content words (normalised tokens that are
   not stop words) occur among the context's normalised tokens; a response without content words
   is never unsupported.
@@ -63,8 +63,8 @@ _SOURCE = r"(?:context|text|passage|document|sources?|information provided)"
 _HEDGE = r"(?:(?:explicitly|directly|specifically|clearly|anywhere) )?"  # "not explicitly stated"
 ABSTENTION_PATTERNS = (
     r"\bunanswerable\b",
-    rf"\b{_SOURCE}s? (?:does|do|did) not {_SAYS}\b",
-    rf"\b(?:does|do|did) not {_SAYS} (?:any |enough |this |that |such )?"
+    rf"\b{_SOURCE}s? (?:does|do|did) not {_HEDGE}{_SAYS}\b",
+    rf"\b(?:does|do|did) not {_HEDGE}{_SAYS} (?:any |enough |this |that |such )?"
     r"(?:information|answer|details?|mention)\b",
     rf"\bnot {_HEDGE}{_GIVEN} (?:in|by) {_SOURCE}\b",
     rf"\b(?:answer|information|it) (?:is|was|are|were) not {_HEDGE}{_GIVEN}\b",
