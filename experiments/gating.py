@@ -1,9 +1,9 @@
 """JSD gating against hallucination: calibrate gates on one split, report on a disjoint one.
 
-Per data set (HotpotQA; SQuAD 2.0 dev, half answerable and half unanswerable, from the shipped
-official JSON of 5 articles or ``--squad2-file``) the examples are shuffled with ``--seed`` and
-cut into a calibration split and a disjoint test split. The prompt (``ABSTENTION_TEMPLATE``) lets
-the model answer "unanswerable".
+Per data set (HotpotQA; SQuAD 2.0 dev, about half answerable and half unanswerable, from the
+shipped official JSON of 5 articles or ``--squad2-file``) the examples are shuffled with
+``--seed`` and cut into a calibration split and a disjoint test split. The prompt
+(``ABSTENTION_TEMPLATE``) lets the model answer "unanswerable".
 
 Calibration: ``localize`` on every calibration example's greedy response (top ARC-JSD source
 removed, semantic gains toward the response), averaged with ``ComponentAttribution.average``;
@@ -77,7 +77,7 @@ from mechrag.mechanism.gating_rules import DEFAULT_FACTORS
 from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
-from mechrag.outputs import append_jsonl, read_jsonl, repair_jsonl, write_text_atomic
+from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.prompts import render_context
 from mechrag.sweep import load_sweep_model
 
@@ -162,7 +162,9 @@ def gold_answers(example: RAGExample) -> list[str]:
 
 
 def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
-    """Disjoint calibration and test examples (seeded shuffle; SQuAD 2.0 half unanswerable)."""
+    """Disjoint calibration and test examples (seeded shuffle; SQuAD 2.0 alternates answerable
+    and unanswerable questions, so about half are unanswerable once one-sentence paragraphs are
+    left out)."""
     if dataset == "hotpotqa":
         pool = load_hotpotqa(distractors=args.distractors, seed=args.seed)
     elif dataset == "squad":
@@ -228,14 +230,19 @@ def rejudge(records_path: Path, examples: list[RAGExample]) -> tuple[int, int]:
     :func:`judge_answer` (the context rendered from each example's sources, as the prompt
     holds it) and rewrite the file when a judgement changed. Returns the number of changed
     judgements and of records left as they are (their example is not in ``examples``: a run
-    with other data options). A file that is not all JSON lines, or that grows meanwhile (the
-    experiment still writing it), is refused before anything is written."""
-    repair_jsonl(records_path)  # a torn last line, as a resumed run would cut it
+    with other data options). A torn last line (a crash mid-write) is dropped; any other line
+    that is not JSON, or a file that changes meanwhile (the experiment still writing it), is
+    refused before anything is written."""
     before = records_path.stat()
-    lines = [line for line in records_path.read_text(encoding="utf-8").splitlines() if line]
-    records = read_jsonl(records_path)
-    if len(records) != len(lines):
-        raise SystemExit(f"gating: {records_path} has {len(lines) - len(records)} bad lines")
+    data = records_path.read_bytes()
+    lines = data.split(b"\n")
+    lines = [line for line in (lines[:-1] if not data.endswith(b"\n") else lines) if line]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise SystemExit(f"gating: {records_path} has a line that is not JSON") from None
     by_id = {e.id: e for e in examples}
     changed = skipped = 0
     for record in records:
@@ -637,6 +644,8 @@ def main() -> None:
     model = None if summarise_only else load_sweep_model(args.model)
     for dataset in args.datasets:
         calibration_examples, test_examples = splits(dataset, args)
+        unanswerable = sum(not gold_answers(e) for e in test_examples)
+        print(f"{dataset}: {len(test_examples)} test examples, {unanswerable} unanswerable")
         started = time.perf_counter()
         if args.protocol == "paper":
             folder = args.out / dataset / "paper"

@@ -181,7 +181,8 @@ def load_musique(
 
 
 def load_squad(path: str | Path | None = None, n: int | None = None) -> list[RAGExample]:
-    """SQuAD 2.0 gold-sentence JSONL: one paragraph as sentences; gold = answer sentences."""
+    """SQuAD 2.0 gold-sentence JSONL: one paragraph as sentences; gold = answer sentences;
+    ``metadata["answers"]`` holds every annotator's answer."""
     rows = _read_json(path, "squad")[:n]
     examples = []
     for row in rows:

@@ -46,6 +46,9 @@ def test_paper_protocol_records_resume_and_rejudge(tmp_path, monkeypatch, capsys
     run_gating([*args, "--rejudge"], monkeypatch)
     assert "squad: 0 stored judgements changed" in capsys.readouterr().out
     assert read_jsonl(path) == first  # judged by the current judge already
+    written = path.stat().st_mtime_ns
+    run_gating([*args, "--rejudge"], monkeypatch)
+    assert path.stat().st_mtime_ns == written  # nothing changed: nothing written
 
     # A stale judgement (as from an older judge) is judged again from the stored response.
     stale = [dict(r) for r in first]
@@ -66,9 +69,14 @@ def test_paper_protocol_records_resume_and_rejudge(tmp_path, monkeypatch, capsys
     # A line that is not JSON (not a torn last line) is refused, the file untouched.
     damaged = path.read_text().replace("\n", "\nnot json\n", 1)
     path.write_text(damaged)
-    with pytest.raises(SystemExit, match="1 bad lines"):
+    with pytest.raises(SystemExit, match="a line that is not JSON"):
         run_gating([*args, "--rejudge"], monkeypatch)
     assert path.read_text() == damaged
+    # A torn last line (a crash mid-write) is dropped with the rewrite.
+    torn = "".join(json.dumps(r) + "\n" for r in stale) + '{"id": "to'
+    path.write_text(torn)
+    run_gating([*args, "--rejudge"], monkeypatch)
+    assert read_jsonl(path) == first and path.read_text().endswith("\n")
 
 
 def test_rejudge_without_records_writes_nothing(tmp_path, monkeypatch, capsys):
