@@ -64,6 +64,7 @@ import torch
 from mechrag import Case, ComponentAttribution
 from mechrag.adapter import greedy_generate
 from mechrag.data import RAGExample, load_hotpotqa, load_squad2
+from mechrag.errors import InputFileError
 from mechrag.mechanism import (
     Gates,
     GatingRule,
@@ -231,18 +232,14 @@ def rejudge(records_path: Path, examples: list[RAGExample]) -> tuple[int, int]:
     holds it) and rewrite the file when a judgement changed. Returns the number of changed
     judgements and of records left as they are (their example is not in ``examples``: a run
     with other data options). A torn last line (a crash mid-write) is dropped; any other line
-    that is not JSON, or a file that changes meanwhile (the experiment still writing it), is
-    refused before anything is written."""
+    that is not JSON (:func:`read_jsonl`'s ``strict``), or a file that changes meanwhile (the
+    experiment still writing it), is refused before anything is written."""
     before = records_path.stat()
-    data = records_path.read_bytes()
-    lines = data.split(b"\n")
-    lines = [line for line in (lines[:-1] if not data.endswith(b"\n") else lines) if line]
-    records = []
-    for line in lines:
-        try:
-            records.append(json.loads(line.decode("utf-8")))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise SystemExit(f"gating: {records_path} has a line that is not JSON") from None
+    try:
+        records = read_jsonl(records_path, strict=True)
+    except InputFileError:
+        message = f"gating: {records_path} has a line that is not JSON; none re-judged"
+        raise SystemExit(message) from None
     by_id = {e.id: e for e in examples}
     changed = skipped = 0
     for record in records:

@@ -23,6 +23,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from mechrag.errors import InputFileError
+
 
 def json_ready(value):
     """``value`` in JSON types: a dataclass as its ``to_dict()`` (or its fields), tuples as
@@ -194,19 +196,23 @@ def _is_json(line: bytes) -> bool:
     return True
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def read_jsonl(path: str | Path, *, strict: bool = False) -> list[dict]:
     """Records of a JSON-lines file (gzip-compressed when it ends in ``.gz``); a torn last line
-    (from a crash) is ignored."""
+    (from a crash) is ignored. ``strict``: any other line that is not UTF-8 JSON is an
+    :class:`~mechrag.errors.InputFileError` (for a reader that rewrites the file)."""
     path = Path(path)
     if not path.is_file():
         return []
     data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    lines = [line for line in data.split(b"\n") if line.strip()]
     records = []
-    for line in data.decode("utf-8", errors="replace").splitlines():
+    for number, line in enumerate(lines, start=1):
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+            text = line.decode("utf-8", errors="strict" if strict else "replace")
+            records.append(json.loads(text))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if strict and number < len(lines):
+                raise InputFileError(f"{path}: line {number} is not JSON") from None
     return records
 
 
