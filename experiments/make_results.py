@@ -623,6 +623,69 @@ def alignment_table(records: list[dict]) -> str:
     return markdown(header, rows)
 
 
+AIPC_REFERENCE = "unk"  # RAG-E's baseline, the one every other is compared with
+AIPC_BASELINES = {
+    "unk": "[UNK]",
+    "pad": "[PAD]",
+    "mask": "[MASK]",
+    "zero": "zero word embeddings (RAG-E's code)",
+    "zero_all": "zero input embeddings (as RAG-E's paper)",
+}
+
+
+@table(
+    "aipc",
+    run="alignment_paper_k6_b16",
+    key=lambda r: r["key"],
+    note="Mean AIPC [95% bootstrap CI] over the texts explained (query: target the summed "
+    "similarity to the top 6; top document: its similarity to the query); the difference from "
+    "[UNK] is paired by text, with its sign-flip p.",
+)
+def aipc_table(records: list[dict]) -> str:
+    """The integrated-gradient baselines of the retriever by AIPC, per side (query, top
+    document), each against RAG-E's [UNK] on the same texts."""
+    explained = [r for r in records if r["phase"] == "ig"]
+    if not explained:
+        raise InputError("aipc: no integrated-gradient records (run --phase ig)")
+    texts = [(r["side"], r["baseline"], r["question_id"]) for r in explained]
+    if len(set(texts)) < len(texts):
+        raise InputError("aipc: a text explained twice from the same baseline")
+    order = {name: index for index, name in enumerate(AIPC_BASELINES)}
+    header = ["side", "baseline", "n", "AIPC", "minus [UNK]", "completeness (range)"]
+    rows = []
+    for side, group in grouped(explained, lambda r: r["side"]).items():
+        by_baseline = grouped(group, lambda r: r["baseline"])
+        if AIPC_REFERENCE not in by_baseline:
+            raise InputError(f"aipc: no [UNK] records for the {side} side")
+        reference = {r["question_id"]: r["aipc"] for r in by_baseline[AIPC_REFERENCE]}
+        for baseline in sorted(by_baseline, key=lambda name: order.get(name, len(order))):
+            found = by_baseline[baseline]
+            paired = [
+                r["aipc"] - reference[r["question_id"]]
+                for r in found
+                if r["question_id"] in reference
+            ]
+            completeness = [r["completeness"] for r in found]
+            if baseline == AIPC_REFERENCE:
+                versus = ""
+            elif not paired:
+                versus = "— (no [UNK] pair)"
+            else:
+                versus = paired_difference(paired, digits=3)
+                versus += f" (n {len(paired)})" if len(paired) != len(found) else ""
+            rows.append(
+                [
+                    side,
+                    AIPC_BASELINES.get(baseline, baseline),
+                    str(len(found)),
+                    interval([r["aipc"] for r in found], digits=3, sign=True),
+                    versus,
+                    f"{min(completeness):.4f}-{max(completeness):.4f}",
+                ]
+            )
+    return markdown(header, rows)
+
+
 FRONTIER_REFERENCE = "exact"
 
 

@@ -9,16 +9,18 @@ shuffled; ``--n-random`` overrides the count; see :mod:`mechrag.retrieval.condit
 embedded SmolLM2 answers, PMC-SHAP (``token_prob``) attributes its response to the prompt
 documents, and we record WARG (tau = 1.5), Spearman and Pearson between the retriever's scores
 and the generator's document scores, the Wasted Retrieval / Noise Distraction flags at k = 1,
-3, 5 (ranks from 1) and whether the response contains the reference answer.
+3, 5 (ranks from 1) and whether the response is correct (``response_correct``: it holds the
+reference answer, or token F1 >= 0.5; a yes/no answer must be its first word).
 
 The retriever's scores are the prompt positions (``--retriever-scores position``, default, as
 RAG-E's code) or the similarities (``similarity``). Records keep the similarities and the
 generator's scores, so the summary recomputes every alignment score for the kind asked, also
 for records written with the other kind or before this option (whose WARG was by similarity).
 
-The IG phase compares the integrated-gradient baselines ([UNK], [PAD], [MASK], zero) by AIPC on
-the retriever: query tokens (target: summed similarity to the top ``k``) for every question, the
-top document's tokens for the first ``--ig-documents`` questions; removed tokens become [MASK].
+The IG phase compares the integrated-gradient baselines (``BASELINES``: [UNK], [PAD], [MASK],
+zero word embeddings, zero input embeddings) by AIPC on the retriever: query tokens (target:
+summed similarity to the top ``k``) for every question, the top document's tokens for the first
+``--ig-documents`` questions; removed tokens become [MASK].
 
 Records are appended to ``OUT/records.jsonl`` as they finish; a rerun skips what is there. Keys
 name the preset (and ``--n-random``) for c2-c4; c1 is the same prompt in every preset (and
@@ -32,8 +34,6 @@ c2-c4: ``ceil(k / 2)`` random documents) are summarised under the preset label `
 from __future__ import annotations
 
 import argparse
-import re
-import string
 import time
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from scipy import stats
 from mechrag.data import load_hotpotqa
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import alignment_flags, bootstrap_ci, position_scores, warg
+from mechrag.metrics.answers import response_correct
 from mechrag.models import load_model
 from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.pipeline import explain
@@ -63,16 +64,6 @@ from mechrag.retrieval.options import RETRIEVER_SCORES
 FLAG_KS = (1, 3, 5)
 FLAGS = [f"{m}@{k}" for m in ("wr", "nd") for k in FLAG_KS]
 PRE_PRESETS = "pre-presets"  # the label of c2-c4 records written before the presets
-
-
-def normalise_answer(text: str) -> str:
-    text = "".join(c for c in text.lower() if c not in set(string.punctuation))
-    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
-
-
-def answer_in_response(answer: str, response: str) -> bool:
-    """Lenient correctness: the normalised reference answer occurs in the normalised response."""
-    return bool(normalise_answer(answer)) and normalise_answer(answer) in normalise_answer(response)
 
 
 def load_retriever(out: Path, datasets: list[str], n: int | None) -> Retriever:
@@ -134,7 +125,7 @@ def run_alignment(args, retriever, examples, records_path, done) -> None:
                 "retriever_score_kind": args.retriever_scores,
                 **{name: summary[name] for name in ("warg", "spearman", "pearson", "response")},
                 **{flag: summary.get(flag) for flag in FLAGS},
-                "correct": answer_in_response(example.answer, result.response),
+                "correct": response_correct(result.response, [example.answer]),
                 "answer": example.answer,
                 "gold_retrieved": sum(h.document.id in gold for h in result.hits),
                 "similarities": result.similarities.tolist(),
@@ -205,7 +196,8 @@ def mean_ci(values, seed: int) -> str:
 def realign(record: dict, kind: str) -> dict:
     """The record with WARG, Spearman, Pearson and the flags recomputed for the retriever's
     ``kind`` of scores (records before the option hold the similarities as
-    ``retriever_scores``), and its preset label (c1: ``all``)."""
+    ``retriever_scores``), its correctness judged again by :func:`response_correct` (records
+    before it hold a raw substring test), and its preset label (c1: ``all``)."""
     similarities = np.asarray(record.get("similarities", record.get("retriever_scores")), float)
     generator = np.asarray(record["generator_scores"], float)
     scores = position_scores(len(similarities)) if kind == "position" else similarities
@@ -215,6 +207,7 @@ def realign(record: dict, kind: str) -> dict:
     return {
         **record,
         "preset": preset,
+        "correct": response_correct(record["response"], [record["answer"]]),
         "warg": warg(scores, generator),
         "spearman": spearman(scores, generator) if several else 0.0,
         "pearson": pearson(scores, generator) if several else 0.0,

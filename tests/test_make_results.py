@@ -71,6 +71,34 @@ def test_fixture_numbers_match_a_brute_force_computation(workspace):
     c1 = [r["warg"] for r in first_of_each_key.values() if r.get("condition") == "c1"]
     assert len(c1) == 3
     assert row_cells(text, "c1 top-4")[1:3] == ["3", f"{np.mean(c1):+.2f} [−0.25, +1.00]"]
+    # AIPC: a baseline minus [UNK], paired by question (the zero records come in another
+    # order); a document [PAD] record without its [UNK] pair stays in the mean and drops out of
+    # the difference; rows follow the declared baseline order, not the records'.
+    ig = {
+        (r["side"], r["baseline"], r["question_id"]): r["aipc"]
+        for r in first_of_each_key.values()
+        if r["phase"] == "ig"
+    }
+    zero = [ig["query", "zero", q] - ig["query", "unk", q] for q in ("q1", "q2", "q3")]
+    low, high = (f"{v:+.3f}".replace("-", "−") for v in (min(zero), max(zero)))
+    mean_zero = f"{np.mean(zero):+.3f}".replace("-", "−")
+    query = [line for line in text.splitlines() if line.startswith("| query |")]
+    assert [line.split(" | ")[1] for line in query] == [
+        "[UNK]",
+        "zero word embeddings (RAG-E's code)",
+    ]
+    query_zero = query[1]
+    assert f"| {mean_zero} [{low}, {high}] (p .5) |" in query_zero  # n = 3: the CI is min..max
+    document = [line for line in text.splitlines() if line.startswith("| document |")]
+    assert [line.split(" | ")[1] for line in document] == ["[UNK]", "[PAD]", "[MASK]"]
+    mean_pad = np.mean([ig["document", "pad", q] for q in ("q1", "q3")])
+    pad_minus_unk = ig["document", "pad", "q1"] - ig["document", "unk", "q1"]
+    assert f"| 2 | {mean_pad:+.3f} [" in document[1]
+    assert (
+        f"| {pad_minus_unk:+.3f} [{pad_minus_unk:+.3f}, {pad_minus_unk:+.3f}] (p 1) (n 1) |"
+        in (document[1])
+    )
+    assert "| — (no [UNK] pair) |" in document[2]
     # The paper rule's hallucination rate, a proportion in %, and its bootstrap interval.
     gating = records(workspace, "gating_paper/hotpotqa/paper")
     hallucinated = np.array([r["conditions"]["paper"]["hallucinated"] for r in gating], float)
