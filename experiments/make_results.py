@@ -35,6 +35,7 @@ from mechrag.errors import InputError, InputFileError
 from mechrag.metrics.agreement import spearman_test
 from mechrag.metrics.detection import SIGN_FLIP_EXACT, bootstrap_ci, mcnemar_exact, sign_flip_p
 from mechrag.outputs import run_records, write_text_atomic
+from mechrag.retrieval.conditions import DRAWS
 from mechrag.sweep import load_records
 
 EXPERIMENTS = Path(__file__).resolve().parent
@@ -599,11 +600,16 @@ def prompt_layout(record: dict) -> str:
     run="alignment_paper_k6_b16",
     key=lambda r: r["key"],
     note="Mean [95% bootstrap CI] over questions; retriever scored by prompt slot; a question "
-    "recorded twice (overlapping shards) counts once.",
+    "recorded twice (overlapping shards) counts once; c2-c4 drawn per question (records drawn "
+    "once for every question, before that fix, are left out).",
 )
 def alignment_table(records: list[dict]) -> str:
     """RAG-E's WARG, Spearman, Wasted Retrieval@3 and Noise Distraction@3 per prompt condition."""
-    alignment = [r for r in records if r["phase"] == "alignment"]
+    alignment = [
+        r
+        for r in records
+        if r["phase"] == "alignment" and (r["condition"] == "c1" or r.get("draws") == DRAWS)
+    ]
     kinds = {r["retriever_score_kind"] for r in alignment}
     if kinds != {"position"}:
         raise InputError(f"alignment records must score the retriever by position, got {kinds}")
@@ -623,6 +629,7 @@ def alignment_table(records: list[dict]) -> str:
     return markdown(header, rows)
 
 
+AIPC_SIDES = {"query": "queries", "document": "top documents"}
 AIPC_REFERENCE = "unk"  # RAG-E's baseline, the one every other is compared with
 AIPC_BASELINES = {
     "unk": "[UNK]",
@@ -633,42 +640,94 @@ AIPC_BASELINES = {
 }
 
 
+def aipc_groups(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
+    """The integrated-gradient records by side, then by baseline, in ``AIPC_SIDES`` and
+    ``AIPC_BASELINES`` order; every side must have [UNK] records."""
+    explained = [r for r in records if r["phase"] == "ig"]
+    if not explained:
+        raise InputError("aipc: no integrated-gradient records (run --phase ig)")
+    groups = {}
+    by_side = grouped(explained, lambda r: r["side"])
+    for side in sorted(by_side, key=lambda name: declared_order(AIPC_SIDES, name)):
+        by_baseline = grouped(by_side[side], lambda r: r["baseline"])
+        if AIPC_REFERENCE not in by_baseline:
+            raise InputError(f"aipc: no [UNK] records for the {side} side")
+        ordered = sorted(by_baseline, key=lambda name: declared_order(AIPC_BASELINES, name))
+        groups[side] = {name: by_baseline[name] for name in ordered}
+    return groups
+
+
+def declared_order(declared: dict[str, str], name: str) -> int:
+    """``name``'s place among the ``declared`` names; unknown names after them."""
+    names = list(declared)
+    return names.index(name) if name in names else len(names)
+
+
+def minus_reference(found: list[dict], reference: list[dict]) -> np.ndarray:
+    """AIPC of ``found`` minus [UNK]'s on the same question (questions without [UNK] left out)."""
+    by_question = {r["question_id"]: r["aipc"] for r in reference}
+    paired = [
+        r["aipc"] - by_question[r["question_id"]] for r in found if r["question_id"] in by_question
+    ]
+    return np.array(paired, float)
+
+
+PAPER_AIPC = (
+    "RAG-E uses [UNK]; its code compares zeros, [MASK], [UNK] and [PAD] on 200 MS MARCO queries "
+    "(Dragon+, arctic-embed-l-v2.0), with curves but no AIPC values in what we have"
+)
+
+
+def aipc_claims(records: list[dict]) -> list[Claim]:
+    """RAG-E's default: [UNK] is more faithful than the strongest other baseline, per side: the
+    one with the highest mean paired difference from [UNK] (on the texts both explained)."""
+    claims = []
+    for side, by_baseline in aipc_groups(records).items():
+        reference = by_baseline[AIPC_REFERENCE]
+        paired = {
+            name: differences
+            for name, found in by_baseline.items()
+            if name != AIPC_REFERENCE and len(differences := minus_reference(found, reference))
+        }
+        if not paired:
+            raise InputError(f"aipc: no baseline to compare with [UNK] on the {side} side")
+        runner_up = max(paired, key=lambda name: paired[name].mean())
+        label, texts = AIPC_BASELINES.get(runner_up, runner_up), AIPC_SIDES.get(side, side)
+        claims.append(
+            Claim.of_mean(
+                f"[UNK] is a more faithful IG baseline than the strongest other one ({label}) "
+                f"on retriever {texts} (AIPC, [UNK] minus it)",
+                PAPER_AIPC,
+                -paired[runner_up],
+                expected_sign=1,
+                digits=3,
+            )
+        )
+    return claims
+
+
 @table(
     "aipc",
     run="alignment_paper_k6_b16",
     key=lambda r: r["key"],
     note="Mean AIPC [95% bootstrap CI] over the texts explained (query: target the summed "
     "similarity to the top 6; top document: its similarity to the query); the difference from "
-    "[UNK] is paired by text, with its sign-flip p.",
+    "[UNK] is paired by text, with its sign-flip p (the claims below give [UNK] minus the "
+    "strongest other baseline: the opposite sign).",
+    claims=aipc_claims,
 )
 def aipc_table(records: list[dict]) -> str:
     """The integrated-gradient baselines of the retriever by AIPC, per side (query, top
     document), each against RAG-E's [UNK] on the same texts."""
-    explained = [r for r in records if r["phase"] == "ig"]
-    if not explained:
-        raise InputError("aipc: no integrated-gradient records (run --phase ig)")
-    texts = [(r["side"], r["baseline"], r["question_id"]) for r in explained]
-    if len(set(texts)) < len(texts):
-        raise InputError("aipc: a text explained twice from the same baseline")
-    order = {name: index for index, name in enumerate(AIPC_BASELINES)}
     header = ["side", "baseline", "n", "AIPC", "minus [UNK]", "completeness (range)"]
     rows = []
-    for side, group in grouped(explained, lambda r: r["side"]).items():
-        by_baseline = grouped(group, lambda r: r["baseline"])
-        if AIPC_REFERENCE not in by_baseline:
-            raise InputError(f"aipc: no [UNK] records for the {side} side")
-        reference = {r["question_id"]: r["aipc"] for r in by_baseline[AIPC_REFERENCE]}
-        for baseline in sorted(by_baseline, key=lambda name: order.get(name, len(order))):
-            found = by_baseline[baseline]
-            paired = [
-                r["aipc"] - reference[r["question_id"]]
-                for r in found
-                if r["question_id"] in reference
-            ]
+    for side, by_baseline in aipc_groups(records).items():
+        for baseline, found in by_baseline.items():
+            paired = minus_reference(found, by_baseline[AIPC_REFERENCE])
             completeness = [r["completeness"] for r in found]
             if baseline == AIPC_REFERENCE:
                 versus = ""
-            elif not paired:
+            elif paired.size == 0:
                 versus = "— (no [UNK] pair)"
             else:
                 versus = paired_difference(paired, digits=3)
@@ -680,7 +739,7 @@ def aipc_table(records: list[dict]) -> str:
                     str(len(found)),
                     interval([r["aipc"] for r in found], digits=3, sign=True),
                     versus,
-                    f"{min(completeness):.4f}-{max(completeness):.4f}",
+                    f"{min(completeness):.4f}–{max(completeness):.4f}",
                 ]
             )
     return markdown(header, rows)
@@ -1019,8 +1078,9 @@ def call_builder(
 
 
 def gathered_claims(runs_root: Path, shown: set[str]) -> list[Claim]:
-    """The claims of every table with claims that RESULTS.md shows (its marker is in ``shown``)
-    and whose run folder exists, in table order: a claim always stands below its table."""
+    """The claims of every table with claims whose marker is in ``shown`` and whose run folder
+    exists, in table order (:func:`regenerate` has checked that their markers stand above the
+    claims block)."""
     claims = []
     for spec in TABLES.values():
         if spec.claims is None or spec.name not in shown:
@@ -1062,6 +1122,14 @@ def regenerate(text: str, runs_root: Path) -> str:
         if name not in TABLES and name != CLAIMS:
             known = ", ".join([*TABLES, CLAIMS])
             raise InputError(f"marker results:{name}: no such table (known: {known})")
+    names = [match["name"] for match in blocks]
+    if CLAIMS in names:
+        below = sorted(n for n in names[names.index(CLAIMS) :] if n in TABLES and TABLES[n].claims)
+        if below:
+            raise InputError(
+                f"marker results:{CLAIMS} must come after the tables whose claims it gathers; "
+                f"move it below {', '.join(below)}"
+            )
 
     def rebuilt(match: re.Match) -> str:
         name = match["name"]

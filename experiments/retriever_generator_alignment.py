@@ -26,6 +26,8 @@ Records are appended to ``OUT/records.jsonl`` as they finish; a rerun skips what
 name the preset (and ``--n-random``) for c2-c4; c1 is the same prompt in every preset (and
 before the presets), so its records are shared. Records from before the presets (mechrag's old
 c2-c4: ``ceil(k / 2)`` random documents) are summarised under the preset label ``pre-presets``.
+c2-c4 keys also name the per-question draws: records drawn before them (one draw, one ``c4``
+shuffle, for every question) are summarised apart, labelled "one draw for every question".
 
     OMP_NUM_THREADS=1 python experiments/retriever_generator_alignment.py --n 50 --k 10 \\
         --preset paper --out runs/alignment
@@ -58,12 +60,13 @@ from mechrag.retrieval import (
     load_encoder,
     token_aipc,
 )
-from mechrag.retrieval.conditions import PRESETS, PromptConditions
+from mechrag.retrieval.conditions import DRAWS, PRESETS, PromptConditions
 from mechrag.retrieval.options import RETRIEVER_SCORES
 
 FLAG_KS = (1, 3, 5)
 FLAGS = [f"{m}@{k}" for m in ("wr", "nd") for k in FLAG_KS]
 PRE_PRESETS = "pre-presets"  # the label of c2-c4 records written before the presets
+ONE_DRAW = "one draw for every question"  # c2-c4 records without ``draws`` (before DRAWS)
 
 
 def load_retriever(out: Path, datasets: list[str], n: int | None) -> Retriever:
@@ -84,10 +87,11 @@ def preset_label(args) -> str:
 
 
 def alignment_key(question_id: str, condition: str, preset: str) -> str:
-    """c1 is the same prompt in every preset: one record serves all."""
+    """c1 is the same prompt in every preset: one record serves all. c2-c4 keys name the
+    per-question draws (records before them hold one draw for every question)."""
     if condition == "c1":
         return f"alignment/{question_id}/c1"
-    return f"alignment/{preset}/{question_id}/{condition}"
+    return f"alignment/{preset}/{question_id}/{condition}/{DRAWS}"
 
 
 def run_alignment(args, retriever, examples, records_path, done) -> None:
@@ -122,6 +126,7 @@ def run_alignment(args, retriever, examples, records_path, done) -> None:
                 "question_id": example.id,
                 "condition": condition,
                 "preset": None if condition == "c1" else preset,
+                "draws": None if condition == "c1" else DRAWS,
                 "retriever_score_kind": args.retriever_scores,
                 **{name: summary[name] for name in ("warg", "spearman", "pearson", "response")},
                 **{flag: summary.get(flag) for flag in FLAGS},
@@ -197,13 +202,16 @@ def realign(record: dict, kind: str) -> dict:
     """The record with WARG, Spearman, Pearson and the flags recomputed for the retriever's
     ``kind`` of scores (records before the option hold the similarities as
     ``retriever_scores``), its correctness judged again by :func:`response_correct` (records
-    before it hold a raw substring test), and its preset label (c1: ``all``)."""
+    before it hold a raw substring test), and its preset label (c1: ``all``; c2-c4 records
+    without per-question draws say so)."""
     similarities = np.asarray(record.get("similarities", record.get("retriever_scores")), float)
     generator = np.asarray(record["generator_scores"], float)
     scores = position_scores(len(similarities)) if kind == "position" else similarities
     several = len(scores) > 1
     ks = tuple(k for k in FLAG_KS if k <= len(scores))
     preset = "all" if record["condition"] == "c1" else record.get("preset", PRE_PRESETS)
+    if record["condition"] != "c1" and record.get("draws") != DRAWS:
+        preset = f"{preset} ({ONE_DRAW})"
     return {
         **record,
         "preset": preset,

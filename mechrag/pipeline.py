@@ -49,7 +49,7 @@ from mechrag.metrics.alignment import (
 from mechrag.outputs import Serializable, json_ready
 from mechrag.protocols import get_protocol
 from mechrag.results import Attribution
-from mechrag.retrieval.conditions import PromptCondition, PromptConditions
+from mechrag.retrieval.conditions import DRAWS, PromptCondition, PromptConditions
 from mechrag.retrieval.corpus import Document, Origin
 from mechrag.retrieval.integrated_gradients import RetrieverIntegratedGradients, TokenAttribution
 from mechrag.retrieval.options import RETRIEVER_SCORES
@@ -353,6 +353,7 @@ def explain(
             "k": k,
             "seed": seed,
             "conditions": asdict(conditions),
+            "draws": DRAWS,  # how c2-c4 were seeded: per question since December 2026
             "budget": budget,
             "baseline": baseline,
             "n_steps": n_steps,

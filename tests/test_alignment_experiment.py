@@ -6,10 +6,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-import numpy as np
 import pytest
-
-from mechrag.metrics.alignment import position_scores, warg
 
 SCRIPT = Path(__file__).parents[1] / "experiments" / "retriever_generator_alignment.py"
 
@@ -25,7 +22,7 @@ def record(response: str, answer: str, *, correct: bool) -> dict:
         "phase": "alignment",
         "condition": "c1",
         "similarities": [0.9, 0.7, 0.5],
-        "generator_scores": [0.1, 0.6, 0.3],
+        "generator_scores": [0.05, 0.05, 0.9],  # it relies on the last slot only
         "response": response,
         "answer": answer,
         "correct": correct,
@@ -44,6 +41,12 @@ def record(response: str, answer: str, *, correct: bool) -> dict:
 def test_realign_judges_correctness_again(script, response, answer, stored, judged):
     realigned = script["realign"](record(response, answer, correct=stored), "position")
     assert realigned["correct"] is judged
-    scores = position_scores(3)
-    assert realigned["warg"] == pytest.approx(warg(scores, np.array([0.1, 0.6, 0.3])))
+    assert realigned["warg"] == pytest.approx(-1.0)  # by slot: the retriever's lowest
     assert realigned["preset"] == "all"
+
+
+def test_realign_labels_c2_to_c4_drawn_once_for_every_question(script):
+    old = {**record("Paris.", "Paris", correct=True), "condition": "c4", "preset": "paper"}
+    assert script["realign"](old, "position")["preset"] == "paper (one draw for every question)"
+    new = {**old, "draws": "per-question"}
+    assert script["realign"](new, "position")["preset"] == "paper"

@@ -114,6 +114,19 @@ def test_seeded_reproducibility(preset, name):
         assert len(others) > 1  # the seed matters
 
 
+@pytest.mark.parametrize("name", ["c2", "c4"])
+def test_each_question_draws_its_own(name):
+    """One seed, many questions (rotations of the ranking): the shuffles and noise differ from
+    question to question, not one draw reused by every question."""
+    draws = set()
+    for shift in range(10):
+        top = [CORPUS[i] for i in RANKING[shift:] + RANKING[:shift]][:6]
+        condition = PromptConditions(preset="paper", seed=3).build(name, top, CORPUS)
+        positions = [_ids(top).index(i) if i in _ids(top) else i for i in _ids(condition.documents)]
+        draws.add(tuple(positions))
+    assert len(draws) > 5
+
+
 def test_random_documents_are_uniform_over_the_pool_and_unsorted():
     """Each of the 20 documents outside the top-10 is drawn about equally often, in draw order."""
     counts, unsorted = Counter(), 0

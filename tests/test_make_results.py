@@ -71,6 +71,9 @@ def test_fixture_numbers_match_a_brute_force_computation(workspace):
     c1 = [r["warg"] for r in first_of_each_key.values() if r.get("condition") == "c1"]
     assert len(c1) == 3
     assert row_cells(text, "c1 top-4")[1:3] == ["3", f"{np.mean(c1):+.2f} [−0.25, +1.00]"]
+    # c2: the record drawn once for every question (no "draws") is left out.
+    drawn = [r for r in first_of_each_key.values() if r.get("condition") == "c2"]
+    assert len(drawn) == 4 and row_cells(text, "c2 top-2, then 2 random")[1] == "3"
     # AIPC: a baseline minus [UNK], paired by question (the zero records come in another
     # order); a document [PAD] record without its [UNK] pair stays in the mean and drops out of
     # the difference; rows follow the declared baseline order, not the records'.
@@ -99,6 +102,13 @@ def test_fixture_numbers_match_a_brute_force_computation(workspace):
         in (document[1])
     )
     assert "| — (no [UNK] pair) |" in document[2]
+    # Its claim: [UNK] minus the strongest other baseline by mean ([PAD]), on the paired texts.
+    (claim,) = [line for line in text.splitlines() if "([PAD]) on retriever top documents" in line]
+    assert f"| 1 | {-pad_minus_unk:+.3f} [".replace("-", "−") in claim
+    (claim,) = [
+        line for line in text.splitlines() if "(RAG-E's code)) on retriever queries" in line
+    ]
+    assert f"| 3 | {-np.mean(zero):+.3f} [".replace("-", "−") in claim
     # The paper rule's hallucination rate, a proportion in %, and its bootstrap interval.
     gating = records(workspace, "gating_paper/hotpotqa/paper")
     hallucinated = np.array([r["conditions"]["paper"]["hallucinated"] for r in gating], float)
@@ -127,6 +137,19 @@ def test_text_outside_the_markers_survives(script, workspace):
     rewritten = results.read_text()
     assert emptied(script, rewritten) == emptied(script, edited)
     assert rewritten.endswith("Edited closing prose\n\n| a | b | after the last table.\n")
+
+
+def test_claims_above_their_tables_are_one_clear_line(script, workspace, capsys):
+    results = workspace / "RESULTS.md"
+    text = results.read_text()
+    claims = script["MARKER"].search(text[text.index("<!-- results:claims -->") :])[0]
+    moved = claims + "\n\n" + text.replace(claims, "")
+    results.write_text(moved)
+    assert run(script, workspace) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "results:claims must come after" in error and "ablation, aipc, consensus" in error
+    assert results.read_text() == moved
 
 
 def test_a_missing_run_folder_is_one_clear_line(script, workspace, capsys):

@@ -206,6 +206,7 @@ def test_conditions_add_random_documents(tiny_retriever, tiny_llama):
         rtol=1e-6,
     )
     assert result.metadata["conditions"] == {"preset": "paper", "n_random": None, "seed": 1}
+    assert result.metadata["draws"] == "per-question"
     assert result.generator_aipc is not None and np.isfinite(result.generator_aipc)
     restored = PipelineExplanation.from_dict(json.loads(result.to_json()))
     assert restored.hits == result.hits  # the hit the prompt did not show travels in the JSON

@@ -26,11 +26,15 @@ n_random`` documents, ``n_random = k``.
 
 Random documents are drawn uniformly without replacement from the corpus documents outside the
 retrieved top ``k`` (all ``k``, also under ``"paper"``, whose ``c2``/``c3`` show only part of
-them) and placed in the order drawn. Seeds: every condition starts a fresh
-``numpy.random.default_rng(seed)``, draws its random documents first and then, for ``c4``, one
-permutation; so for one seed ``c2``, ``c3`` and the code's ``c4`` hold the same random
-documents. (The official code seeds Python's ``random`` once with 42 for a whole run and calls
-``random.sample`` and ``random.shuffle``: the same design, not the same draws.)
+them) and placed in the order drawn. Seeds: every condition starts a fresh generator seeded by
+``seed`` and the question's top ``k`` (their ids, :func:`question_key`), draws its random
+documents first and then, for ``c4``, one permutation. So draws differ from question to
+question (a run of many questions sees many shuffles and noise sets, not one), yet for one
+question and seed ``c2``, ``c3`` and the code's ``c4`` hold the same random documents, and a
+rerun draws the same. (The official code seeds Python's ``random`` once with 42 for a whole run
+and calls ``random.sample`` and ``random.shuffle`` for each question: the same design, not the
+same draws.) Until December 2026 the generator was seeded by ``seed`` alone, so every question
+got the same ``c4`` permutation and the same draw indices.
 
 mechrag before issue 18 built the code's layout with ``ceil(k / 2)`` random documents, sorted
 into corpus order, and shuffled ``c4`` with ``seed + 1``; ``PromptConditions(preset="code",
@@ -39,6 +43,7 @@ n_random=ceil(k / 2))`` is that design with unsorted draws.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +54,7 @@ from mechrag.retrieval.corpus import Corpus, Document
 
 CONDITIONS = ("c1", "c2", "c3", "c4")
 PRESETS = ("paper", "code")
+DRAWS = "per-question"  # how c2-c4 are seeded (see the module docstring), as records name it
 RANKED_INSTRUCTION = "The documents are ranked by relevance to the question, most relevant first."
 
 
@@ -111,7 +117,7 @@ class PromptConditions:
         top = list(top)
         if name == "c1":
             return PromptCondition(name, top, [True] * len(top), ranked=True)
-        rng = np.random.default_rng(self.seed)
+        rng = np.random.default_rng([self.seed, question_key(top)])
         if self.preset == "paper" and name == "c4":
             return _shuffled(name, top, [True] * len(top), rng)
         count = self.random_count(len(top))
@@ -130,6 +136,12 @@ class PromptConditions:
         if name == "c4":
             return _shuffled(name, documents, retrieved, rng)
         return PromptCondition(name, documents, retrieved, ranked=False)
+
+
+def question_key(top: Sequence[Document]) -> int:
+    """A stable 32-bit key of a question's ranked top documents (their ids), which seeds its
+    draws together with the configured seed: the same question always draws the same."""
+    return zlib.crc32("\n".join(d.id for d in top).encode("utf-8"))
 
 
 def _shuffled(
