@@ -211,6 +211,13 @@ def grouped(records: list[dict], key: Callable[[dict], object]) -> dict[object, 
     return groups
 
 
+def declared_order(declared: dict[str, str], name: str) -> int:
+    """``name``'s place among the ``declared`` names, unknown names after them: a sort key
+    that lists known names in their declared order and keeps the others as they appear."""
+    names = list(declared)
+    return names.index(name) if name in names else len(names)
+
+
 # ---------------------------------------------------------------- tables
 
 CONSENSUS_MODULES = {"attention": "attention", "mlp": "MLP"}
@@ -340,8 +347,7 @@ def ablation_effects(records: list[dict]) -> dict[str, list[dict]]:
     """Per masking style (those of :data:`ABLATION_MODES` first, in its order; others as they
     appear): the examples' effects under it."""
     found = dict.fromkeys(m for r in records for m in r["result"]["effects"])
-    known = [m for m in ABLATION_MODES if m in found]
-    modes = known + [m for m in found if m not in ABLATION_MODES]
+    modes = sorted(found, key=lambda mode: declared_order(ABLATION_MODES, mode))
     return {
         mode: [r["result"]["effects"][mode] for r in records if mode in r["result"]["effects"]]
         for mode in modes
@@ -655,12 +661,6 @@ def aipc_groups(records: list[dict]) -> dict[str, dict[str, list[dict]]]:
         ordered = sorted(by_baseline, key=lambda name: declared_order(AIPC_BASELINES, name))
         groups[side] = {name: by_baseline[name] for name in ordered}
     return groups
-
-
-def declared_order(declared: dict[str, str], name: str) -> int:
-    """``name``'s place among the ``declared`` names; unknown names after them."""
-    names = list(declared)
-    return names.index(name) if name in names else len(names)
 
 
 def minus_reference(found: list[dict], reference: list[dict]) -> np.ndarray:
