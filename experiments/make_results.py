@@ -748,13 +748,21 @@ def aipc_table(records: list[dict]) -> str:
 FRONTIER_REFERENCE = "exact"
 
 
+def size_order(size: str) -> tuple[int, int]:
+    """A sort key for the frontier's sizes: cut sizes by their sentences, then the whole
+    contexts in :data:`PAPER_SETTING`'s order."""
+    return (0, int(size)) if size.isdigit() else (1, declared_order(PAPER_SETTING, size))
+
+
 def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
     """Per (size, method): each example's record paired with exact ARC-JSD's on it."""
     exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
     if len({r["settings"]["model"] for r in records}) > 1:
         raise InputError("frontier records of several models in one run folder")
     pairs = {}
-    for (size, method), group in grouped(records, lambda r: (r["size"], r["method"])).items():
+    by_size_and_method = grouped(records, lambda r: (r["size"], r["method"]))
+    for size, method in sorted(by_size_and_method, key=lambda pair: size_order(pair[0])):
+        group = by_size_and_method[size, method]
         found = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
         for record, reference in found:
             if record["source_ids"] != reference["source_ids"]:
@@ -882,7 +890,9 @@ def paper_setting_table(records: list[dict]) -> str:
     pairs = frontier_pairs(records)
     rows = []
     at_size = [r for r in records if r["size"] in PAPER_SETTING]
-    for (size, method), group in grouped(at_size, lambda r: (r["size"], r["method"])).items():
+    by_size_and_method = grouped(at_size, lambda r: (r["size"], r["method"]))
+    for size, method in sorted(by_size_and_method, key=lambda pair: size_order(pair[0])):
+        group = by_size_and_method[size, method]
         correct = [gold_credit(r) for r in group if r["correct"]]
         paired = pairs.get((size, method), [])
         agrees = [agreement_credit(r, e) for r, e in paired]

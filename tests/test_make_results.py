@@ -225,6 +225,16 @@ def test_frontier_speedups_pair_only_runs_timed_in_one_session(script, workspace
     assert cells[5].startswith(f"{(1 / 4 + 1 + 0) / 3:.2f}")
 
 
+def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(script, workspace):
+    """Cut sizes by their number of sentences (10 after 4, not before it as text sorts), then
+    the whole contexts, whatever order the records were written in."""
+    found = records(workspace, "frontier_smollm2")
+    relabelled = [{**r, "size": "10"} for r in found if r["size"] == "4"]
+    table = script["frontier_table"]([*found[::-1], *relabelled])
+    sizes = [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]]
+    assert sizes == ["4"] * 3 + ["10"] * 3 + ["hotpotqa"] * 3
+
+
 def test_smallest_detectable_effect_is_the_paired_t_formula_and_has_its_power(script):
     """Closed form at n = 6 (n - 1 degrees of freedom, sd with ddof 1); at that effect the
     sign-flip test of the mean the claims use rejects in about 80% of simulated runs."""
