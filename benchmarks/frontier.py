@@ -211,7 +211,10 @@ def main() -> None:
     args = parser.parse_args()
     args.out = args.out or f"experiments/runs/frontier_{args.model.split('-')[0]}"
     run(args)
-    print("tables and figure: make results (experiments/make_results.py: frontier, paper_setting)")
+    print(
+        "tables and figure: make results "
+        "(experiments/make_results.py: frontier, frontier_depth, paper_setting)"
+    )
 
 
 if __name__ == "__main__":

@@ -748,10 +748,23 @@ def aipc_table(records: list[dict]) -> str:
 FRONTIER_REFERENCE = "exact"
 
 
+def frontier_key(record: dict) -> tuple[str, str, str]:
+    """What identifies a frontier record: its size, example and method."""
+    return record["size"], record["id"], record["method"]
+
+
 def size_order(size: str) -> tuple[int, int]:
     """A sort key for the frontier's sizes: cut sizes by their sentences, then the whole
     contexts in :data:`PAPER_SETTING`'s order."""
     return (0, int(size)) if size.isdigit() else (1, declared_order(PAPER_SETTING, size))
+
+
+def by_size_and_method(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Frontier records per (size, method): sizes in :func:`size_order`, exact ARC-JSD first
+    within a size, the other methods as they first appear."""
+    groups = grouped(records, lambda r: (r["size"], r["method"]))
+    order = sorted(groups, key=lambda pair: (size_order(pair[0]), pair[1] != FRONTIER_REFERENCE))
+    return {pair: groups[pair] for pair in order}
 
 
 def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
@@ -759,10 +772,14 @@ def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
     exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
     if len({r["settings"]["model"] for r in records}) > 1:
         raise InputError("frontier records of several models in one run folder")
+    for record in records:
+        if not np.all(np.isfinite(record["scores"])):
+            raise InputError(
+                f"frontier {record['size']}/{record['id']}: {record['method']} has scores that "
+                "are not finite numbers"
+            )
     pairs = {}
-    by_size_and_method = grouped(records, lambda r: (r["size"], r["method"]))
-    for size, method in sorted(by_size_and_method, key=lambda pair: size_order(pair[0])):
-        group = by_size_and_method[size, method]
+    for (size, method), group in by_size_and_method(records).items():
         found = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
         for record, reference in found:
             if record["source_ids"] != reference["source_ids"]:
@@ -785,15 +802,25 @@ def top1_credit(scores: list[float], targets: set[int]) -> float:
     return float(np.mean([i in targets for i in tied]))
 
 
+def within_top_credit(scores: list[float], target: int, depth: int) -> float:
+    """The chance that source ``target`` is among the ``depth`` top-ranked sources when ties
+    are broken at random: it takes each place among those tied with it equally often."""
+    scores = np.asarray(scores, float)
+    above = int(np.sum(scores > scores[target]))
+    tied = int(np.sum(scores == scores[target]))
+    return float(np.clip((depth - above) / tied, 0.0, 1.0))
+
+
 def gold_credit(record: dict) -> float:
     """:func:`top1_credit` of a record's scores against its gold sources."""
     gold = {i for i, source in enumerate(record["source_ids"]) if source in record["gold_ids"]}
     return top1_credit(record["scores"], gold)
 
 
-def agreement_credit(record: dict, reference: dict) -> float:
-    """:func:`top1_credit` of a record against the reference's top source (its first one)."""
-    return top1_credit(record["scores"], {int(np.argmax(reference["scores"]))})
+def agreement_credit(record: dict, reference: dict, depth: int = 1) -> float:
+    """:func:`within_top_credit` of the reference's top source (its first one) in a record's
+    top ``depth``: at depth 1, top-1 agreement."""
+    return within_top_credit(record["scores"], int(np.argmax(reference["scores"])), depth)
 
 
 def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
@@ -825,7 +852,7 @@ def speedup_cell(measured: dict, n_pairs: int) -> str:
 @table(
     "frontier",
     run="frontier_smollm2",
-    key=lambda r: (r["size"], r["id"], r["method"]),
+    key=frontier_key,
     note="Per size and method over the examples exact ARC-JSD also ran: speed-up = summed exact "
     "seconds / summed method seconds over the examples both were timed on in one session (n "
     "given when fewer); agreement and Spearman against exact; [95% bootstrap CI]; Spearman over "
@@ -860,6 +887,33 @@ def frontier_table(records: list[dict]) -> str:
     return markdown(header, rows)
 
 
+FRONTIER_DEPTHS = (1, 2, 3, 5)
+
+
+@table(
+    "frontier_depth",
+    run="frontier_smollm2",
+    key=frontier_key,
+    note="Per size and method over the examples exact ARC-JSD also ran: the share whose exact "
+    "top source is among the method's top k (ties broken at random, in expectation) [95% "
+    "bootstrap CI]. For fitted attention this is how often attention then exact ARC-JSD on its "
+    "top k (`AttentionAttribution(rescore=k)`) finds exact's top source.",
+    optional=True,
+)
+def frontier_depth_table(records: list[dict]) -> str:
+    """How deep in each method's ranking exact ARC-JSD's top source lies, from the records
+    alone: for a method without ties, what rescoring its top k by exact ARC-JSD recovers
+    (:func:`mechrag.attribution.screening.exact_on_top` breaks ties by position)."""
+    header = ["size", "method", "n", *(f"in top {depth}" for depth in FRONTIER_DEPTHS)]
+    rows = []
+    for (size, method), pairs in frontier_pairs(records).items():
+        if method == FRONTIER_REFERENCE:
+            continue
+        shares = [[agreement_credit(r, e, depth) for r, e in pairs] for depth in FRONTIER_DEPTHS]
+        rows.append([str(size), method, str(len(pairs)), *(interval(share) for share in shares)])
+    return markdown(header, rows)
+
+
 # The frontier's sizes that are the paper's own setting (and SQuAD's long-context setting, which
 # the paper does not run), and their data in words (with the split).
 PAPER_SETTING = {
@@ -872,7 +926,7 @@ PAPER_SETTING = {
 @table(
     "paper_setting",
     run="frontier_smollm2",
-    key=lambda r: (r["size"], r["id"], r["method"]),
+    key=frontier_key,
     note="Per data set and method at the paper's context size: gold top-1 = a gold sentence "
     "ranked first (ties at the top broken at random, in expectation), over all examples and over "
     "those whose response is correct (contains a gold answer or alias, or token F1 ≥ 0.5; a yes/no "
@@ -890,9 +944,7 @@ def paper_setting_table(records: list[dict]) -> str:
     pairs = frontier_pairs(records)
     rows = []
     at_size = [r for r in records if r["size"] in PAPER_SETTING]
-    by_size_and_method = grouped(at_size, lambda r: (r["size"], r["method"]))
-    for size, method in sorted(by_size_and_method, key=lambda pair: size_order(pair[0])):
-        group = by_size_and_method[size, method]
+    for (size, method), group in by_size_and_method(at_size).items():
         correct = [gold_credit(r) for r in group if r["correct"]]
         paired = pairs.get((size, method), [])
         agrees = [agreement_credit(r, e) for r, e in paired]

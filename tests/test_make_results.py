@@ -6,6 +6,7 @@ RESULTS.md they produce; a few of its numbers are recomputed here by brute force
 
 from __future__ import annotations
 
+import itertools
 import json
 import runpy
 import shutil
@@ -227,12 +228,45 @@ def test_frontier_speedups_pair_only_runs_timed_in_one_session(script, workspace
 
 def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(script, workspace):
     """Cut sizes by their number of sentences (10 after 4, not before it as text sorts), then
-    the whole contexts, whatever order the records were written in."""
+    the whole contexts, whatever order the records were written in; exact ARC-JSD first within
+    a size. (The whole contexts' declared order is also alphabetical, so it is not tested.)"""
     found = records(workspace, "frontier_smollm2")
     relabelled = [{**r, "size": "10"} for r in found if r["size"] == "4"]
     table = script["frontier_table"]([*found[::-1], *relabelled])
-    sizes = [line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]]
-    assert sizes == ["4"] * 3 + ["10"] * 3 + ["hotpotqa"] * 3
+    rows = [line.removeprefix("| ").split(" | ")[:2] for line in table.splitlines()[2:]]
+    assert [size for size, _ in rows] == ["4"] * 3 + ["10"] * 3 + ["hotpotqa"] * 3
+    assert [method for size, method in rows if method == "exact"] == ["exact"] * 3
+    assert [rows[i][1] for i in (0, 3, 6)] == ["exact"] * 3
+
+
+def test_frontier_depth_counts_every_order_that_breaks_the_ties(workspace):
+    """Brute force: over every order of the sources that sorts their scores (ties in every
+    order), the share that puts exact's top source in the first k (q0's attention scores all
+    tie, the overlap's tie on h0)."""
+    found = records(workspace, "frontier_smollm2")
+    exact = {(r["size"], r["id"]): r for r in found if r["method"] == "exact"}
+    text = (FIXTURE / "RESULTS.md").read_text()
+    text = text.split("<!-- results:frontier_depth -->")[1].split("<!-- /results")[0]
+    for size, method in (("4", "attention"), ("hotpotqa", "query_overlap")):
+        group = [r for r in found if (r["size"], r["method"]) == (size, method)]
+        group = [r for r in group if (size, r["id"]) in exact]
+        expected = []
+        for depth in (1, 2, 3, 5):
+            shares = []
+            for record in group:
+                target = int(np.argmax(exact[size, record["id"]]["scores"]))
+                scores = record["scores"]
+                orders = [
+                    order
+                    for order in itertools.permutations(range(len(scores)))
+                    if all(scores[a] >= scores[b] for a, b in itertools.pairwise(order))
+                ]
+                shares.append(np.mean([target in order[:depth] for order in orders]))
+            expected.append(np.mean(shares))
+        cells = row_cells(text, f"{size} | {method}")
+        assert cells[2] == str(len(group)) == "3"
+        assert [cell.split(" [")[0] for cell in cells[3:]] == [f"{e:.2f}" for e in expected]
+        assert expected[0] < expected[1] < expected[2]  # the ties make depth matter
 
 
 def test_smallest_detectable_effect_is_the_paired_t_formula_and_has_its_power(script):
@@ -281,8 +315,6 @@ def test_the_claims_table_reads_each_tables_records(script):
     """The fixture's consensus claim: the per-example excess of |J∩S| over its null and its
     sign-flip p, recomputed from the records (by enumerating every sign pattern); at its n no
     effect is detectable."""
-    import itertools
-
     text = (FIXTURE / "RESULTS.md").read_text()
     kept = script["table_records"](script["TABLES"]["consensus"], FIXTURE / "runs")
     found = [r["result"]["consensus"]["attention"] for r in kept]
