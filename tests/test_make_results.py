@@ -194,6 +194,19 @@ def test_a_record_without_a_field_the_table_reads_is_one_clear_line(script, work
     assert error.rstrip().endswith("lacks 'conditions'")
 
 
+def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(script, workspace, capsys):
+    path = workspace / "runs/frontier_smollm2/records.jsonl"
+    found = records(workspace, "frontier_smollm2")
+    found[2]["scores"][0] = float("nan")  # q0's attention (json writes NaN)
+    path.write_text("".join(json.dumps(record) + "\n" for record in found))
+    before = (workspace / "RESULTS.md").read_text()
+    assert run(script, workspace) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "frontier 4/q0: attention has scores that are not finite numbers" in error
+    assert (workspace / "RESULTS.md").read_text() == before
+
+
 def test_the_bootstrap_interval_is_seeded(script, workspace, tmp_path):
     spec = script["TABLES"]["gating"]
     first = script["render"](spec, workspace / "runs")
