@@ -773,7 +773,11 @@ def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
     if len({r["settings"]["model"] for r in records}) > 1:
         raise InputError("frontier records of several models in one run folder")
     for record in records:
-        if not np.all(np.isfinite(record["scores"])):
+        try:
+            finite = np.all(np.isfinite(np.asarray(record["scores"], float)))
+        except (TypeError, ValueError):
+            finite = False
+        if not finite:
             raise InputError(
                 f"frontier {record['size']}/{record['id']}: {record['method']} has scores that "
                 "are not finite numbers"
@@ -1223,6 +1227,8 @@ def main(
     try:
         current = results_path.read_text(encoding="utf-8")
         expected = regenerate(current, Path(runs_root))
+        if results_path == RESULTS and not args.check:
+            draw_figures(Path(runs_root))  # before RESULTS.md is written: bad records write nothing
     except (InputError, OSError) as error:
         print(f"make_results: {error}", file=sys.stderr)
         return 2
@@ -1240,8 +1246,6 @@ def main(
     if current != expected:
         write_text_atomic(results_path, expected)
         print(f"rewrote {results_path}")
-    if results_path == RESULTS:
-        draw_figures(Path(runs_root))
     return 0
 
 
