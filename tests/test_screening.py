@@ -135,19 +135,19 @@ def exact_fisher_diagonal(case, step: float = 1e-2) -> np.ndarray:
 
 def test_fisher_screen_is_the_second_order_jsd(case):
     """The sampled Fisher diagonal matches the brute-force one, and ``F_ii / 8`` is the JSD of
-    a small gate change divided by its squared size."""
+    a small gate change divided by its squared size (averaged over a step down and a step up,
+    which cancels the third-order term, so the check does not hang on the model's curvature)."""
     fisher = exact_fisher_diagonal(case)
     screen = screen_sources(case, proxy="fisher", samples=2000, seed=1)
     np.testing.assert_allclose(screen.estimates, fisher / 8, rtol=0.15)
-    step = 1e-2
-    gates = torch.ones(case.n_sources + 1, case.n_sources) - step * torch.eye(
-        case.n_sources + 1, case.n_sources
-    )
-    gates[-1] = 1.0
+    step = 3e-2  # not smaller: a float32 JSD of order step**2 / 100 loses digits
+    shifts = step * torch.eye(case.n_sources)
+    gates = torch.cat([1 - shifts, 1 + shifts, torch.ones(1, case.n_sources)])
     with torch.no_grad():
         logprobs = gated_response_logprobs(case.model, case.builder, case.response_ids, gates)
     divergence = jsd(logprobs[-1:], logprobs[:-1]).sum(-1).double().numpy()
-    np.testing.assert_allclose(divergence / step**2, fisher / 8, rtol=0.05)
+    down, up = divergence[: case.n_sources], divergence[case.n_sources :]
+    np.testing.assert_allclose((down + up) / 2 / step**2, fisher / 8, rtol=0.02)
 
 
 def test_screen_reuses_the_context_cache(case):
