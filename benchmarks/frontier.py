@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> None:
     responses = {}
     for record in sorted(records, key=lambda r: r["method"] != "exact"):
         responses.setdefault((record["size"], record["id"]), record["response_ids"])
-    warmed = False
+    warmed = set()  # the models whose first pass has run: "target", "proxy"
     for size in args.sizes:
         examples = unseen(model, examples_of_size(size, args.examples))
         for example in examples:
@@ -157,9 +157,13 @@ def run(args: argparse.Namespace) -> None:
             for name in args.methods:
                 if (size, example.id, name) in done:
                     continue
-                if not warmed:  # the first pass of a process is slower: keep it off the clock
-                    Case.from_example(model, example, response=list(response)).reference_logprobs()
-                    warmed = True
+                runs_on = "proxy" if name == "proxy" else "target"
+                if runs_on not in warmed:  # a model's first pass is slower: keep it off the clock
+                    warm = Case.from_example(model, example, response=list(response))
+                    if runs_on == "proxy":  # the proxy model is loaded (and cached) here
+                        warm = warm.for_model(configured(name, args.model).proxy_model(warm))
+                    warm.reference_logprobs()
+                    warmed.add(runs_on)
                 method = configured(name, args.model)
                 case = Case.from_example(model, example, response=list(response))
                 result = method(case)

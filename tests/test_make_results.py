@@ -254,6 +254,56 @@ def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(script, wor
     assert [rows[i][1] for i in (0, 3, 6)] == ["exact"] * 3
 
 
+def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace, tmp_path):
+    """The Gemma 3 tables are built from ``frontier_gemma3``'s records alone (here the SmolLM2
+    fixture without its whole-context rows), by the SmolLM2 tables' builders; its figure names
+    the model."""
+    found = records(workspace, "frontier_smollm2")
+    gemma = [
+        {**r, "settings": {**r["settings"], "model": "gemma3-270m"}}
+        for r in found
+        if r["size"] != "hotpotqa"
+    ]
+    (workspace / "runs/frontier_gemma3").mkdir()
+    lines = "".join(json.dumps(record) + "\n" for record in gemma)
+    (workspace / "runs/frontier_gemma3/records.jsonl").write_text(lines)
+    results = workspace / "RESULTS.md"
+    names = ("frontier", "frontier_depth")
+    markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
+    results.write_text(results.read_text() + markers)
+    assert run(script, workspace) == 0
+    text = results.read_text()
+
+    def rows(name: str) -> list[str]:
+        block = text.split(f"<!-- results:{name} -->")[1].split(f"<!-- /results:{name} -->")[0]
+        return [line for line in block.splitlines() if line.startswith("| ")]
+
+    for name in names:
+        smollm2 = rows(name)
+        assert any(line.startswith("| hotpotqa |") for line in smollm2)
+        expected = [line for line in smollm2 if not line.startswith("| hotpotqa |")]
+        assert len(expected) > 2 and rows(f"{name}_gemma3") == expected
+    assert set(script["FIGURES"]) <= set(script["TABLES"])
+    path = tmp_path / "figure.png"
+    script["frontier_figure"](gemma, path)
+    assert path.stat().st_size > 0
+
+
+def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(
+    script, workspace, capsys
+):
+    path = workspace / "runs/frontier_smollm2/records.jsonl"
+    found = records(workspace, "frontier_smollm2")
+    found[0]["settings"] = {**found[0]["settings"], "model": "gemma3-270m"}
+    path.write_text("".join(json.dumps(record) + "\n" for record in found))
+    before = (workspace / "RESULTS.md").read_text()
+    assert run(script, workspace) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert "frontier records of several models in one run folder" in error
+    assert (workspace / "RESULTS.md").read_text() == before
+
+
 def test_frontier_depth_counts_every_order_that_breaks_the_ties(workspace):
     """Brute force: over every order of the sources that sorts their scores (ties in every
     order), the share that puts exact's top source in the first k (q0's attention scores all
