@@ -49,6 +49,21 @@ def records(workspace: Path, run_folder: str) -> list[dict]:
     return [json.loads(line) for line in lines]
 
 
+def write_records(workspace: Path, run_folder: str, found: list[dict]) -> None:
+    lines = "".join(json.dumps(record) + "\n" for record in found)
+    (workspace / "runs" / run_folder / "records.jsonl").write_text(lines)
+
+
+def refusal(script, workspace: Path, capsys) -> str:
+    """The one error line of a run that must refuse its records and write nothing."""
+    before = (workspace / "RESULTS.md").read_text()
+    assert run(script, workspace) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1
+    assert (workspace / "RESULTS.md").read_text() == before
+    return error
+
+
 def row_cells(text: str, first_cell: str) -> list[str]:
     """The cells of the table row that starts with ``first_cell``."""
     (line,) = [line for line in text.splitlines() if line.startswith(f"| {first_cell} |")]
@@ -198,16 +213,11 @@ def test_a_record_without_a_field_the_table_reads_is_one_clear_line(script, work
 def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(
     script, workspace, capsys, bad
 ):
-    path = workspace / "runs/frontier_smollm2/records.jsonl"
     found = records(workspace, "frontier_smollm2")
     found[2]["scores"][0] = bad  # q0's attention (json writes NaN and Infinity)
-    path.write_text("".join(json.dumps(record) + "\n" for record in found))
-    before = (workspace / "RESULTS.md").read_text()
-    assert run(script, workspace) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1
+    write_records(workspace, "frontier_smollm2", found)
+    error = refusal(script, workspace, capsys)
     assert "frontier 4/q0: attention has scores that are not finite numbers" in error
-    assert (workspace / "RESULTS.md").read_text() == before
 
 
 def test_the_bootstrap_interval_is_seeded(script, workspace, tmp_path):
@@ -265,8 +275,7 @@ def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace,
         if r["size"] != "hotpotqa"
     ]
     (workspace / "runs/frontier_gemma3").mkdir()
-    lines = "".join(json.dumps(record) + "\n" for record in gemma)
-    (workspace / "runs/frontier_gemma3/records.jsonl").write_text(lines)
+    write_records(workspace, "frontier_gemma3", gemma)
     results = workspace / "RESULTS.md"
     names = ("frontier", "frontier_depth")
     markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
@@ -292,16 +301,11 @@ def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace,
 def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(
     script, workspace, capsys
 ):
-    path = workspace / "runs/frontier_smollm2/records.jsonl"
     found = records(workspace, "frontier_smollm2")
     found[0]["settings"] = {**found[0]["settings"], "model": "gemma3-270m"}
-    path.write_text("".join(json.dumps(record) + "\n" for record in found))
-    before = (workspace / "RESULTS.md").read_text()
-    assert run(script, workspace) == 2
-    error = capsys.readouterr().err
-    assert error.count("\n") == 1
+    write_records(workspace, "frontier_smollm2", found)
+    error = refusal(script, workspace, capsys)
     assert "frontier records of several models in one run folder" in error
-    assert (workspace / "RESULTS.md").read_text() == before
 
 
 def test_frontier_depth_counts_every_order_that_breaks_the_ties(workspace):
