@@ -26,7 +26,8 @@ drop of the top source. Every example appends one JSON line; reruns resume.
 
 ``--protocol paper`` runs ARC-JSD's gating protocol instead (Li et al., arXiv 2505.16415, ICLR
 version §7, Table 4), with no calibration: on each test example (the same test split; the
-calibration examples are skipped) ``localize`` removes that example's top ARC-JSD source and
+calibration examples are skipped, and ``--n-calibration 0`` makes every example a test example,
+since this protocol fits nothing) ``localize`` removes that example's top ARC-JSD source and
 ``GatingRule.paper()`` scales those of the top-5 heads and top-5 MLPs by JSD (ranked
 separately) whose semantic gain ``G`` is negative by ``0.7 + 0.3 * sigmoid(G)``, at every
 generation step (the paper does not say when; a mask on components reads as static).
