@@ -37,14 +37,15 @@ components it did not gate (``--random-pool ungated``, so control and rule never
 component; ``all``: among every component, for models too small to leave enough), afresh for
 every example (seed = ``--seed``, the example id, the control's number). Metrics as above: the
 hallucination rate and factual F1 (token F1 against the gold answers). The paper evaluates
-Qwen2-7B-IT on 200 HotpotQA examples (``--n-test 200``; its max_new_tokens is 512) and does not
+Qwen2-7B-IT on 200 HotpotQA examples (its max_new_tokens is 512; the shipped sample holds 100,
+all of them with ``--n-calibration 0 --n-test 100``) and does not
 define its hallucination or factual F1 (see ``mechrag.metrics.answers``). Records go to
 ``OUT/DATASET/paper/``.
 
     python experiments/gating.py --datasets hotpotqa squad --n-calibration 20 --n-test 60 \
         --out runs/gating
-    python experiments/gating.py --protocol paper --datasets hotpotqa --n-test 200 \
-        --out runs/gating
+    python experiments/gating.py --protocol paper --datasets hotpotqa --n-calibration 0 \
+        --n-test 100 --out runs/gating
 """
 
 from __future__ import annotations
