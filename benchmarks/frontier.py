@@ -13,12 +13,13 @@ than exact can reach; those feed the paper-setting table (``make results``).
 
 Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
 :func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
-sentences), ``musique`` (all twenty paragraphs, ~90) and ``squad`` (SQuAD 2.0 dev answerable
-questions over their whole article, 100-208 sentences: :func:`mechrag.data.load_squad_articles`;
-no exact ARC-JSD reaches it here). Examples are the first ``--examples`` of the shipped
-training samples less those the fitted attention weights were fitted on
-(examples 50-59; skipped for every method), so at most 90 per sample; SQuAD's (dev, never
-fitted on) has 705.
+sentences), ``musique`` (all twenty paragraphs, ~90), ``hotpotqa_dev`` and ``musique_dev`` (the
+same on the shipped dev samples, the papers' split: 295 and 200 examples) and ``squad`` (SQuAD 2.0
+dev answerable questions over their whole article, 100-208 sentences:
+:func:`mechrag.data.load_squad_articles`; no exact ARC-JSD reaches it here). Examples are the
+first ``--examples`` of each sample less those the fitted attention weights were fitted on
+(training examples 50-59; skipped for every method), so at most 90 per training sample; the dev
+samples and SQuAD's 705 questions (dev) were never fitted on.
 
 Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
 there); ``make results`` builds the table and the plot from the records alone.
@@ -45,7 +46,14 @@ METHODS = (
     "loo",
     "query_overlap",
 )
-SIZES = ("10", "20", "40", "hotpotqa", "musique", "squad")
+# The sizes that are a shipped sample's whole contexts: (data set, split).
+WHOLE_CONTEXTS = {
+    "hotpotqa": ("hotpotqa", "train"),
+    "musique": ("musique", "train"),
+    "hotpotqa_dev": ("hotpotqa", "dev"),
+    "musique_dev": ("musique", "dev"),
+}
+SIZES = ("10", "20", "40", *WHOLE_CONTEXTS, "squad")
 SCREEN_CANDIDATES = 5
 HIERARCHICAL_DOCUMENTS = 2
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
@@ -78,12 +86,13 @@ def configured(name: str, model_name: str):
 def examples_of_size(size: str, count: int) -> list:
     from mechrag.data import cut_to_sentences, load_examples, load_squad_articles
 
-    if size == "musique":
-        return load_examples("musique", unit="sentence")[:count]
+    if size in WHOLE_CONTEXTS:
+        dataset, split = WHOLE_CONTEXTS[size]
+        return load_examples(dataset, unit="sentence", split=split)[:count]
     if size == "squad":
         return load_squad_articles(n=count)
     examples = load_examples("hotpotqa", unit="sentence")[:count]
-    return examples if size == "hotpotqa" else [cut_to_sentences(e, int(size)) for e in examples]
+    return [cut_to_sentences(e, int(size)) for e in examples]
 
 
 def unseen(model, examples) -> list:

@@ -1,9 +1,9 @@
 """JSD gating against hallucination: calibrate gates on one split, report on a disjoint one.
 
-Per data set (HotpotQA; SQuAD 2.0 dev, about half answerable and half unanswerable, from the
-shipped official JSON of 5 articles or ``--squad2-file``) the examples are shuffled with
-``--seed`` and cut into a calibration split and a disjoint test split. The prompt
-(``ABSTENTION_TEMPLATE``) lets the model answer "unanswerable".
+Per data set (HotpotQA, its training or dev sample; SQuAD 2.0 dev, about half answerable and
+half unanswerable, from the shipped official JSON of 5 articles or ``--squad2-file``) the
+examples are shuffled with ``--seed`` and cut into a calibration split and a disjoint test split.
+The prompt (``ABSTENTION_TEMPLATE``) lets the model answer "unanswerable".
 
 Calibration: ``localize`` on every calibration example's greedy response (top ARC-JSD source
 removed, semantic gains toward the response), averaged with ``ComponentAttribution.average``;
@@ -37,15 +37,18 @@ components it did not gate (``--random-pool ungated``, so control and rule never
 component; ``all``: among every component, for models too small to leave enough), afresh for
 every example (seed = ``--seed``, the example id, the control's number). Metrics as above: the
 hallucination rate and factual F1 (token F1 against the gold answers). The paper evaluates
-Qwen2-7B-IT on 200 HotpotQA examples (its max_new_tokens is 512; the shipped sample holds 100,
-all of them with ``--n-calibration 0 --n-test 100``) and does not
-define its hallucination or factual F1 (see ``mechrag.metrics.answers``). Records go to
-``OUT/DATASET/paper/``.
+Qwen2-7B-IT on 200 HotpotQA dev examples (its max_new_tokens is 512) and does not define its
+hallucination or factual F1 (see ``mechrag.metrics.answers``); ``--datasets hotpotqa_dev
+--n-calibration 0 --n-test 200`` takes 200 of the shipped dev sample (``hotpotqa``, the training
+sample, holds 100; ``make results`` reads ``runs/gating_paper/hotpotqa/paper``, a training-sample
+run). Records go to ``OUT/DATASET/paper/``.
 
     python experiments/gating.py --datasets hotpotqa squad --n-calibration 20 --n-test 60 \
         --out runs/gating
     python experiments/gating.py --protocol paper --datasets hotpotqa --n-calibration 0 \
         --n-test 100 --out runs/gating
+    python experiments/gating.py --protocol paper --datasets hotpotqa_dev --n-calibration 0 \
+        --n-test 200 --out runs/gating
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ CALIBRATED_RULES = ("damp", "sigmoid", "amplify")
 PROTOCOLS = ("calibrated", "paper")
 RANDOM_POOLS = ("ungated", "all")
 PAPER_RULE = GatingRule.paper()
+# The --datasets names of HotpotQA's shipped samples (each run has its own records folder).
+HOTPOTQA_SPLITS = {"hotpotqa": "train", "hotpotqa_dev": "dev"}
 THRESHOLD_QUANTILES = (0.25, 0.5)
 MIN_SOURCES = 2  # localisation removes one source and needs one left
 
@@ -113,7 +118,13 @@ def parse_args() -> argparse.Namespace:
         default="calibrated",
         help="calibrated: static rules chosen on a calibration split; paper: ARC-JSD's Table 4",
     )
-    parser.add_argument("--datasets", nargs="+", default=["hotpotqa", "squad"])
+    parser.add_argument(
+        "--datasets",
+        nargs="+",
+        choices=[*HOTPOTQA_SPLITS, "squad"],
+        default=["hotpotqa", "squad"],
+        help="hotpotqa: the training sample (100); hotpotqa_dev: the dev sample (295)",
+    )
     parser.add_argument(
         "--squad2-file",
         type=Path,
@@ -168,9 +179,10 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
     """Disjoint calibration and test examples (seeded shuffle; SQuAD 2.0 alternates answerable
     and unanswerable questions, so about half are unanswerable once one-sentence paragraphs are
     left out)."""
-    if dataset == "hotpotqa":
-        pool = load_hotpotqa(distractors=args.distractors, seed=args.seed)
-    elif dataset == "squad":
+    if dataset in HOTPOTQA_SPLITS:
+        split = HOTPOTQA_SPLITS[dataset]
+        pool = load_hotpotqa(distractors=args.distractors, seed=args.seed, split=split)
+    else:  # squad (--datasets has no other choice)
         everything = load_squad2(args.squad2_file)
         rng = random.Random(args.seed)
         answerable = [e for e in everything if gold_answers(e)]
@@ -178,8 +190,6 @@ def splits(dataset: str, args) -> tuple[list[RAGExample], list[RAGExample]]:
         rng.shuffle(answerable)
         rng.shuffle(unanswerable)
         pool = [e for pair in zip(answerable, unanswerable) for e in pair]
-    else:
-        raise ValueError(f"unknown dataset {dataset!r}")
     if dataset != "squad":
         random.Random(args.seed).shuffle(pool)
     # A one-sentence paragraph has no source to remove: localisation needs two (dropped after the

@@ -930,7 +930,9 @@ table("frontier_depth_gemma3", run="frontier_gemma3", key=frontier_key,
 # the paper does not run), and their data in words (with the split).
 PAPER_SETTING = {
     "hotpotqa": "HotpotQA, all 10 paragraphs (training split)",
+    "hotpotqa_dev": "HotpotQA, all 10 paragraphs (dev split)",
     "musique": "MuSiQue, all 20 paragraphs (training split)",
+    "musique_dev": "MuSiQue, all 20 paragraphs (dev split)",
     "squad": "SQuAD 2.0, whole articles, answerable questions (dev split; not in the paper)",
 }
 

@@ -25,6 +25,13 @@ SHIPPED = {
     "musique": "musique_ans_sample100.json",
     "squad": "squad2_dev_5articles_gold_sentences.jsonl",
 }
+# HotpotQA and MuSiQue also ship dev-split samples (the papers' split), read with split="dev";
+# SHIPPED's samples of the two are their training splits (PROVENANCE.md says where each came from).
+DEV_SAMPLES = {
+    "hotpotqa": "hotpotqa_dev_sample295.json",
+    "musique": "musique_ans_dev_sample200.jsonl",
+}
+SPLITS = ("train", "dev")
 # The official SQuAD 2.0 JSON of the same 5 dev articles, unanswerable questions included (read
 # by load_squad2; not a data set of DATASETS: it has no gold sentences).
 SQUAD2_FILE = "squad2_dev_5articles.json"
@@ -48,10 +55,14 @@ class RAGExample:
         return [i for i, source in enumerate(self.sources) if source.id in gold]
 
 
-def shipped_path(dataset: str) -> Path:
-    """Path of the sample of ``dataset`` shipped inside the package."""
+def shipped_path(dataset: str, split: str = "train") -> Path:
+    """Path of the sample of ``dataset`` shipped inside the package (SQuAD's only sample is dev:
+    its ``split`` is ignored)."""
     if dataset not in SHIPPED:
         raise InputError(f"unknown dataset {dataset!r}: choose from {sorted(SHIPPED)}")
+    _check_split(split)
+    if split == "dev" and dataset in DEV_SAMPLES:
+        return package_file(DEV_SAMPLES[dataset])
     return package_file(SHIPPED[dataset])
 
 
@@ -63,6 +74,11 @@ def package_file(name: str) -> Path:
 def _check_unit(unit: str) -> None:
     if unit not in UNITS:
         raise InputError(f"unit must be one of {UNITS}, got {unit!r}")
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise InputError(f"split must be one of {SPLITS}, got {split!r}")
 
 
 def _choose_paragraphs(n_total: int, gold: set[int], distractors: int | None, rng) -> list[int]:
@@ -94,8 +110,8 @@ def _paragraph_sources(
     return sources, gold_ids
 
 
-def _read_json(path: str | Path | None, dataset: str):
-    path = Path(path) if path is not None else shipped_path(dataset)
+def _read_json(path: str | Path | None, dataset: str, split: str = "train"):
+    path = Path(path) if path is not None else shipped_path(dataset, split=split)
     if not path.is_file():
         raise InputFileError(f"{dataset} file not found: {path}")
     text = read_input_text(path, f"{dataset} file")
@@ -113,15 +129,17 @@ def load_hotpotqa(
     distractors: int | None = None,
     unit: str = "sentence",
     seed: int = 0,
+    split: str = "train",
 ) -> list[RAGExample]:
     """HotpotQA in its official JSON layout; gold = sentence-level ``supporting_facts``.
 
     ``distractors=k`` keeps the gold paragraphs plus ``k`` random others (the full ten-paragraph
     prompt is ~1,200 tokens). With ``unit="document"`` a paragraph is gold when it holds any
-    supporting fact.
+    supporting fact. ``split`` picks the shipped sample, training or dev, when ``path`` is None.
     """
     _check_unit(unit)
-    rows = _read_json(path, "hotpotqa")[:n]
+    _check_split(split)
+    rows = _read_json(path, "hotpotqa", split=split)[:n]
     examples = []
     for index, row in enumerate(rows):
         titles = [title for title, _ in row["context"]]
@@ -153,18 +171,21 @@ def load_musique(
     distractors: int | None = None,
     unit: str = "document",
     seed: int = 0,
+    split: str = "train",
 ) -> list[RAGExample]:
-    """MuSiQue-Ans; gold = ``is_supporting`` paragraphs (all their sentences, at sentence level)."""
+    """MuSiQue-Ans; gold = ``is_supporting`` paragraphs (all their sentences, at sentence level).
+    ``split`` picks the shipped sample (training or dev) when ``path`` is None."""
     _check_unit(unit)
-    rows = _read_json(path, "musique")[:n]
+    _check_split(split)
+    rows = _read_json(path, "musique", split=split)[:n]
     examples = []
     for index, row in enumerate(rows):
-        split = [split_sentences(p["paragraph_text"]) for p in row["paragraphs"]]
+        sentences = [split_sentences(p["paragraph_text"]) for p in row["paragraphs"]]
         gold_paragraphs = {i for i, p in enumerate(row["paragraphs"]) if p["is_supporting"]}
-        gold_sentences = {(i, s) for i in gold_paragraphs for s in range(len(split[i]))}
+        gold_sentences = {(i, s) for i in gold_paragraphs for s in range(len(sentences[i]))}
         rng = random.Random(seed * 100_003 + index)
-        kept = _choose_paragraphs(len(split), gold_paragraphs, distractors, rng)
-        paragraphs = [(p, row["paragraphs"][p]["title"], split[p]) for p in kept]
+        kept = _choose_paragraphs(len(sentences), gold_paragraphs, distractors, rng)
+        paragraphs = [(p, row["paragraphs"][p]["title"], sentences[p]) for p in kept]
         sources, gold_ids = _paragraph_sources(paragraphs, gold_sentences, unit)
         examples.append(
             RAGExample(

@@ -62,9 +62,41 @@ def test_datasets_are_listed_once_and_each_ships_a_sample():
     assert all(shipped_path(dataset).is_file() for dataset in DATASETS)
 
 
+def test_dev_samples_are_whole_checked_and_disjoint_from_the_training_samples():
+    """Against the raw files: every dev row keeps all its paragraphs (HotpotQA 10, MuSiQue 20),
+    every gold label points at real text, and no id (or question) is also in the training
+    sample, so a method fitted on training examples is never scored on its own data."""
+    import json
+
+    from mechrag.data import DEV_SAMPLES, SPLITS
+
+    assert SPLITS == ("train", "dev") and set(DEV_SAMPLES) == {"hotpotqa", "musique"}
+    hotpot = json.loads(shipped_path("hotpotqa", "dev").read_text(encoding="utf-8"))
+    assert len(hotpot) == 295 and {row["level"] for row in hotpot} == {"hard"}
+    for row in hotpot:
+        paragraphs = dict(row["context"])
+        assert len(row["context"]) == len(paragraphs) == 10
+        assert all(s < len(paragraphs[title]) for title, s in row["supporting_facts"])
+    dev = load_hotpotqa(split="dev")
+    assert [e.id for e in dev] == [row["_id"] for row in hotpot]
+    assert all(len(e.gold_ids) == len(row["supporting_facts"]) for e, row in zip(dev, hotpot))
+    musique = load_musique(split="dev", unit="sentence")
+    assert len(musique) == 200
+    assert all(len({s.paragraph for s in e.sources}) == 20 and e.gold_ids for e in musique)
+    for loader in (load_hotpotqa, load_musique):
+        train, dev = loader(), loader(split="dev")
+        assert not {e.id for e in train} & {e.id for e in dev}
+        assert not {e.query for e in train} & {e.query for e in dev}
+    for path in (None, shipped_path("hotpotqa")):  # refused with or without a file
+        with pytest.raises(ValueError, match="split must be one of"):
+            load_hotpotqa(path, split="test")
+
+
 def test_reader_options_are_each_readers_keywords_but_path_and_n():
     assert (
-        reader_options("hotpotqa") == reader_options("musique") == {"distractors", "unit", "seed"}
+        reader_options("hotpotqa")
+        == reader_options("musique")
+        == {"distractors", "unit", "seed", "split"}
     )
     assert reader_options("squad") == set()
     with pytest.raises(ValueError, match="unknown dataset"):

@@ -330,6 +330,7 @@ def test_proxy_retokenises_the_response_text(tiny_llama):
 
 def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsys):
     from mechrag.cli import main
+    from mechrag.data import load_hotpotqa
 
     out = tmp_path / "w.safetensors"
     words = [
@@ -350,7 +351,8 @@ def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsy
     assert main(words) == 0
     weights = AttentionWeights.load(out)
     assert weights.model == "tiny-llama" and weights.provenance["n"] == 3
-    assert len(weights.provenance["data"]["example_keys"]) == 3
+    training = load_hotpotqa()[50:53]  # --offset's default: the training sample, never dev
+    assert weights.provenance["data"]["example_keys"] == [f"hotpotqa:{e.id}" for e in training]
     assert weights.provenance["command"].startswith("mechrag fit-attention --dataset hotpotqa")
     assert weights.fitted.sum() == pytest.approx(1.0) and weights.localized is not None
     records = tmp_path / "w_cases" / "records.jsonl"

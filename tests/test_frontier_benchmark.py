@@ -42,3 +42,15 @@ def test_squad_articles_are_a_size_with_every_annotators_answer():
     every = script["examples_of_size"]("squad", 705)
     many = next(e for e in every if len(e.metadata["answers"]) > 1)
     assert set(many.metadata["answers"]) <= set(script["answers"](many))
+
+
+def test_dev_sizes_are_the_dev_samples_whole_contexts():
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    for dataset, paragraphs in (("hotpotqa", 10), ("musique", 20)):
+        dev = script["examples_of_size"](f"{dataset}_dev", 3)
+        assert [e.id for e in dev] == [e.id for e in load_examples(dataset, n=3, split="dev")]
+        assert all(len({s.paragraph for s in e.sources}) == paragraphs for e in dev)
+        train = script["examples_of_size"](dataset, 3)
+        assert not {e.id for e in train} & {e.id for e in dev}

@@ -96,3 +96,19 @@ def test_rejudge_refuses_the_calibrated_protocol(tmp_path, monkeypatch, capsys):
     assert stopped.value.code == 2
     assert "--rejudge re-judges the paper protocol only" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_paper_protocol_on_hotpotqa_dev_takes_dev_examples_into_their_own_folder(
+    tmp_path, monkeypatch
+):
+    from mechrag.data import load_hotpotqa
+
+    args = [
+        "--protocol", "paper", "--datasets", "hotpotqa_dev", "--n-calibration", "0",
+        "--n-test", "1", "--random-seeds", "1", "--random-pool", "all", "--max-new-tokens", "2",
+        "--model", "toy:llama", "--out", str(tmp_path),
+    ]  # fmt: skip
+    run_gating(args, monkeypatch)
+    (record,) = read_jsonl(tmp_path / "hotpotqa_dev" / "paper" / "records.jsonl")
+    assert record["id"] in {e.id for e in load_hotpotqa(split="dev")}
+    assert record["id"] not in {e.id for e in load_hotpotqa()}

@@ -212,6 +212,18 @@ def test_config_file_with_flag_overrides(tmp_path):
     }
 
 
+def test_split_flag_sweeps_the_dev_sample(tmp_path):
+    from mechrag.data import load_hotpotqa
+
+    out = tmp_path / "dev"
+    argv = ["--method", "stub_score", "--dataset", "hotpotqa", "--n", "2", "--no-progress"]
+    assert sweep_main([*argv, "--split", "dev", "--out", str(out)]) == 0
+    saved = json.loads((out / "config.json").read_text())["config"]
+    assert saved["data"] == {"split": "dev"}
+    assert set(by_id(out)) == {e.id for e in load_hotpotqa(n=2, split="dev")}
+    assert not set(by_id(out)) & {e.id for e in load_hotpotqa(n=2)}
+
+
 def test_summary_command_prints_the_aggregate(tmp_path, capsys):
     sweep("stub_score", "squad", n=3, out=tmp_path, progress=False)
     assert (tmp_path / "summary.parquet").is_file()

@@ -53,7 +53,8 @@ def training_examples(args: argparse.Namespace) -> list:
 
     examples = []
     for dataset in args.dataset:
-        rows = load_examples(dataset, unit="sentence")[args.offset : args.offset + args.n]
+        training = load_examples(dataset, unit="sentence", split="train")
+        rows = training[args.offset : args.offset + args.n]
         if len(rows) < args.n:
             raise InputError(
                 f"{dataset} has {len(rows)} examples from offset {args.offset}, not {args.n}"

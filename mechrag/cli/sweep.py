@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from mechrag.data import SPLITS
 from mechrag.errors import InputError, read_input_text
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend, read_toml
 
 HELP = "run a method over a data set, one resumable record per example"
 
-DATA_FLAGS = {"distractors": "distractors", "unit": "unit", "data_seed": "seed"}
+DATA_FLAGS = {"distractors": "distractors", "unit": "unit", "data_seed": "seed", "split": "split"}
 BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads")
 
 
@@ -28,6 +29,9 @@ def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) ->
     parser.add_argument("--distractors", type=int, default=None, help="hotpotqa/musique only")
     parser.add_argument("--unit", choices=("sentence", "document"), default=None)
     parser.add_argument("--data-seed", type=int, default=None, help="distractor sampling seed")
+    parser.add_argument(
+        "--split", choices=SPLITS, default=None, help="hotpotqa/musique: the shipped sample's split"
+    )
 
 
 def data_options(args: argparse.Namespace, **defaults) -> dict:

@@ -1,8 +1,8 @@
 """A retrieval corpus: documents with titles and provenance (which example each came from).
 
-:func:`build_corpus` turns the shipped HotpotQA, MuSiQue and SQuAD samples into one corpus:
-every paragraph becomes a document; identical paragraphs (same text after whitespace
-normalisation) are kept once, with every example they came from in ``provenance``.
+:func:`build_corpus` turns the shipped HotpotQA and MuSiQue training samples and the SQuAD sample
+into one corpus: every paragraph becomes a document; identical paragraphs (same text after
+whitespace normalisation) are kept once, with every example they came from in ``provenance``.
 """
 
 from __future__ import annotations
@@ -164,6 +164,7 @@ def load_dataset_examples(dataset: str, n: int | None = None) -> list[RAGExample
 
 
 def build_corpus(datasets: Sequence[str] = CORPUS_DATASETS, n: int | None = None) -> Corpus:
-    """One corpus from the shipped samples of ``datasets`` (first ``n`` examples of each)."""
+    """One corpus from the shipped samples of ``datasets`` (first ``n`` examples of each;
+    HotpotQA's and MuSiQue's training samples)."""
     examples = [e for name in datasets for e in load_dataset_examples(name, n)]
     return Corpus.from_examples(examples)

@@ -21,8 +21,8 @@ from mechrag.errors import InputError
 class SweepConfig:
     """One sweep: ``method`` with ``options`` over ``dataset`` (first ``n`` examples).
 
-    ``data``: options of the data set's reader (``distractors``, ``unit``, ``seed``; SQuAD takes
-    none). ``path``: a data file instead of the shipped sample. ``model``: as for
+    ``data``: options of the data set's reader (``distractors``, ``unit``, ``seed``, ``split``;
+    SQuAD takes none). ``path``: a data file instead of the shipped sample. ``model``: as for
     :func:`mechrag.load_model` (``None``: the embedded model; ``"toy:llama"``: a tiny random
     model from :mod:`mechrag.toy`).
     """
