@@ -111,6 +111,7 @@ def _paragraph_sources(
 
 
 def _read_json(path: str | Path | None, dataset: str, split: str = "train"):
+    _check_split(split)  # also with a path given, where no shipped sample is chosen by it
     path = Path(path) if path is not None else shipped_path(dataset, split=split)
     if not path.is_file():
         raise InputFileError(f"{dataset} file not found: {path}")
@@ -138,7 +139,6 @@ def load_hotpotqa(
     supporting fact. ``split`` picks the shipped sample, training or dev, when ``path`` is None.
     """
     _check_unit(unit)
-    _check_split(split)
     rows = _read_json(path, "hotpotqa", split=split)[:n]
     examples = []
     for index, row in enumerate(rows):
@@ -176,7 +176,6 @@ def load_musique(
     """MuSiQue-Ans; gold = ``is_supporting`` paragraphs (all their sentences, at sentence level).
     ``split`` picks the shipped sample (training or dev) when ``path`` is None."""
     _check_unit(unit)
-    _check_split(split)
     rows = _read_json(path, "musique", split=split)[:n]
     examples = []
     for index, row in enumerate(rows):
