@@ -22,7 +22,9 @@ first ``--examples`` of each sample less those the fitted attention weights were
 samples and SQuAD's 705 questions (dev) were never fitted on.
 
 Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
-there); ``make results`` builds the table and the plot from the records alone.
+there), each with the response's ids and text and how many of its content words (less the
+query's) each source shares; ``make results`` builds the tables and the plot from the records
+alone.
 
     python benchmarks/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
 """
@@ -133,6 +135,7 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     from mechrag import Case
+    from mechrag.attribution.overlap import word_overlap
     from mechrag.metrics.answers import response_correct
     from mechrag.models import load_model
     from mechrag.outputs import append_jsonl, run_records
@@ -192,6 +195,15 @@ def run(args: argparse.Namespace) -> None:
                         "n_sources": case.n_sources,
                         "prompt_tokens": len(case.builder.ids()),
                         "response_ids": list(response),
+                        "response_text": case.response_text,
+                        # How many of the response's content words (less the query's) each
+                        # source shares: which sentence a wrong response repeats (make
+                        # results: paper_setting_misses).
+                        "response_overlap": word_overlap(
+                            case.response_text,
+                            [s.text for s in case.sources],
+                            leaving_out=case.query,
+                        ).tolist(),
                         "correct": response_correct(case.response_text, answers(example)),
                         "gold_ids": list(example.gold_ids),
                         "source_ids": [s.id for s in case.sources],
@@ -226,7 +238,8 @@ def main() -> None:
     run(args)
     print(
         "tables and figure: make results "
-        "(experiments/make_results.py: frontier, frontier_depth, paper_setting)"
+        "(experiments/make_results.py: frontier, frontier_depth, paper_setting, "
+        "paper_setting_misses)"
     )
 
 

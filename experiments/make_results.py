@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import re
 import sys
 import textwrap
@@ -767,21 +768,28 @@ def by_size_and_method(records: list[dict]) -> dict[tuple[str, str], list[dict]]
     return {pair: groups[pair] for pair in order}
 
 
-def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
-    """Per (size, method): each example's record paired with exact ARC-JSD's on it."""
-    exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
+def check_frontier(records: list[dict], *, fields: tuple[str, ...] = ("scores",)) -> None:
+    """One clear line for frontier records of several models, or whose per-source ``fields``
+    are not finite numbers, one per source."""
     if len({r["settings"]["model"] for r in records}) > 1:
         raise InputError("frontier records of several models in one run folder")
-    for record in records:
+    for record, field in itertools.product(records, fields):
         try:
-            finite = np.all(np.isfinite(np.asarray(record["scores"], float)))
+            values = np.asarray(record[field], float)
+            finite = values.shape == (len(record["source_ids"]),) and np.all(np.isfinite(values))
         except (TypeError, ValueError):
             finite = False
         if not finite:
             raise InputError(
-                f"frontier {record['size']}/{record['id']}: {record['method']} has scores that "
-                "are not finite numbers"
+                f"frontier {record['size']}/{record['id']}: {record['method']} has {field} that "
+                "are not finite numbers, one per source"
             )
+
+
+def frontier_pairs(records: list[dict]) -> dict[tuple, list[tuple[dict, dict]]]:
+    """Per (size, method): each example's record paired with exact ARC-JSD's on it."""
+    exact = {(r["size"], r["id"]): r for r in records if r["method"] == FRONTIER_REFERENCE}
+    check_frontier(records)
     pairs = {}
     for (size, method), group in by_size_and_method(records).items():
         found = [(r, exact[size, r["id"]]) for r in group if (size, r["id"]) in exact]
@@ -977,6 +985,83 @@ def paper_setting_table(records: list[dict]) -> str:
             ]
         )
     return markdown(header, rows)
+
+
+def closest_credit(record: dict) -> float | None:
+    """:func:`top1_credit` of a record's scores against the sources that share the most
+    content words with its response (its ``response_overlap``); ``None`` when the response
+    shares no content word with any source (it repeats no sentence)."""
+    overlap = np.asarray(record["response_overlap"], float)
+    if overlap.max() == 0:
+        return None
+    return top1_credit(record["scores"], set(np.flatnonzero(overlap == overlap.max())))
+
+
+def closest_chance(record: dict) -> float:
+    """A random ranking's chance of putting a closest sentence first."""
+    overlap = np.asarray(record["response_overlap"], float)
+    return float(np.mean(overlap == overlap.max()))
+
+
+def closest_cells(credited: list[tuple[dict, float]]) -> list[str]:
+    """n, the share whose top source is the closest sentence, and its chance, over records
+    paired with their :func:`closest_credit`."""
+    if not credited:
+        return ["0", "—", "—"]
+    chance = np.mean([closest_chance(record) for record, _ in credited])
+    return [str(len(credited)), interval([credit for _, credit in credited]), f"{chance:.2f}"]
+
+
+@table(
+    "paper_setting_misses",
+    run="frontier_smollm2",
+    key=frontier_key,
+    note="Per data set and method at the paper's context size, over the responses that share at "
+    "least one content word beyond the question's with some source (their n): how often the "
+    "method's top source is the response's closest sentence, the one sharing the most of those "
+    "words (for a wrong response, the one it likely paraphrased; every sentence tied for the most "
+    "counts; ties at the top of the ranking broken at random, in expectation), against a random "
+    "ranking's chance (the closest sentences' share of the sources), and gold top-1 over the same "
+    "wrong responses; split by whether the response is correct (as in the paper-setting table); "
+    "[95% bootstrap CI].",
+    optional=True,
+)
+def paper_setting_misses_table(records: list[dict]) -> str:
+    """Where a method points when the response is wrong: at the sentence the response repeats,
+    or at a gold one. A contributive method should point at what a wrong response used, which
+    is not a gold sentence: one reading of a low gold top-1."""
+    header = [
+        "data", "model", "method", "wrong responses", "top-1 is the closest sentence (wrong)",
+        "chance (wrong)", "gold top-1 (wrong)", "correct responses",
+        "top-1 is the closest sentence (correct)", "chance (correct)",
+    ]  # fmt: skip
+    rows = []
+    at_size = [r for r in records if r["size"] in PAPER_SETTING]
+    check_frontier(at_size, fields=("scores", "response_overlap"))
+    for (size, method), group in by_size_and_method(at_size).items():
+        credited = [(r, credit) for r in group if (credit := closest_credit(r)) is not None]
+        wrong = [(r, credit) for r, credit in credited if not r["correct"]]
+        correct = [(r, credit) for r, credit in credited if r["correct"]]
+        gold = interval([gold_credit(r) for r, _ in wrong]) if wrong else "—"
+        rows.append(
+            [
+                PAPER_SETTING[size],
+                group[0]["settings"]["model"],
+                method,
+                *closest_cells(wrong),
+                gold,
+                *closest_cells(correct),
+            ]
+        )
+    return markdown(header, rows)
+
+
+# Both paper-setting tables with Gemma 3 270M as the model (its own records and exact ARC-JSD).
+table("paper_setting_gemma3", run="frontier_gemma3", key=frontier_key,
+      note=TABLES["paper_setting"].note, optional=True)(paper_setting_table)  # fmt: skip
+table("paper_setting_misses_gemma3", run="frontier_gemma3", key=frontier_key,
+      note=TABLES["paper_setting_misses"].note,
+      optional=True)(paper_setting_misses_table)  # fmt: skip
 
 
 def frontier_figure(records: list[dict], path: Path) -> None:

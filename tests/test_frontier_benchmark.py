@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,3 +55,42 @@ def test_dev_sizes_are_the_dev_samples_whole_contexts():
         assert all(len({s.paragraph for s in e.sources}) == paragraphs for e in dev)
         train = script["examples_of_size"](dataset, 3)
         assert not {e.id for e in train} & {e.id for e in dev}
+
+
+def test_records_hold_the_response_text_and_its_overlap_with_each_source(
+    tiny_llama, monkeypatch, tmp_path
+):
+    """A run on a tiny model writes, beside the response's ids, its decoded text and how many
+    of its content words (less the query's) each source shares, the same for every method of
+    an example. The response restates the query and repeats one source (a recorded response of
+    another method, which the run reuses): that source alone shares the most, and the sources
+    that share only the query's words get nothing for them."""
+    from mechrag.attribution.overlap import content_words
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    args = SimpleNamespace(
+        model="smollm2-135m", sizes=["10"], methods=["exact", "query_overlap"], examples=1,
+        max_new_tokens=4, threads=1, reuse_only=False, out=str(tmp_path),
+    )  # fmt: skip
+    (example,) = script["examples_of_size"]("10", 1)
+    asked = content_words(example.query)
+    words = [content_words(source.text) for source in example.sources]
+    assert any(w & asked for w in words)  # leaving the query out matters on this example
+    repeated = max(range(len(words)), key=lambda i: len(words[i] - asked))
+    text = f"{example.query} {example.sources[repeated].text}"
+    response = tiny_llama.tokenizer.encode(text, add_special_tokens=False)
+    earlier = {"size": "10", "id": example.id, "method": "loo", "response_ids": response,
+               "settings": script["run_settings"](args)}  # fmt: skip
+    (tmp_path / "records.jsonl").write_text(json.dumps(earlier) + "\n")
+    script["run"](args)
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()[1:]
+    found = [json.loads(line) for line in lines]
+    assert [r["method"] for r in found] == ["exact", "query_overlap"]
+    expected = [len((words[repeated] - asked) & w) for w in words]
+    assert sorted(expected)[-2] < expected[repeated]  # the repeated source alone is closest
+    for record in found:
+        assert record["response_ids"] == response
+        assert record["response_text"] == tiny_llama.tokenizer.decode(response) == text
+        assert record["source_ids"] == [source.id for source in example.sources]
+        assert record["response_overlap"] == expected

@@ -64,6 +64,11 @@ def refusal(script, workspace: Path, capsys) -> str:
     return error
 
 
+def marker_block(text: str, name: str) -> str:
+    """The generated text between table ``name``'s markers."""
+    return text[text.index(f"<!-- results:{name} -->") : text.index(f"<!-- /results:{name} -->")]
+
+
 def row_cells(text: str, first_cell: str) -> list[str]:
     """The cells of the table row that starts with ``first_cell``."""
     (line,) = [line for line in text.splitlines() if line.startswith(f"| {first_cell} |")]
@@ -210,9 +215,7 @@ def test_a_record_without_a_field_the_table_reads_is_one_clear_line(script, work
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), None, "high"])
-def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(
-    script, workspace, capsys, bad
-):
+def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(script, workspace, capsys, bad):
     found = records(workspace, "frontier_smollm2")
     found[2]["scores"][0] = bad  # q0's attention (json writes NaN and Infinity)
     write_records(workspace, "frontier_smollm2", found)
@@ -298,9 +301,33 @@ def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace,
     assert path.stat().st_size > 0
 
 
-def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(
-    script, workspace, capsys
-):
+def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(script, workspace):
+    """The paper-setting tables of ``frontier_gemma3`` are the SmolLM2 fixture's rows with
+    the model's name (the same records under Gemma's name)."""
+    gemma = [
+        {**r, "settings": {**r["settings"], "model": "gemma3-270m"}}
+        for r in records(workspace, "frontier_smollm2")
+    ]
+    (workspace / "runs/frontier_gemma3").mkdir()
+    write_records(workspace, "frontier_gemma3", gemma)
+    results = workspace / "RESULTS.md"
+    names = ("paper_setting", "paper_setting_misses")
+    markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
+    results.write_text(results.read_text() + markers)
+    assert run(script, workspace) == 0
+    text = results.read_text()
+    for name in names:
+        smollm2 = [line for line in marker_block(text, name).splitlines() if "| smollm2" in line]
+        gemma_rows = [
+            line for line in marker_block(text, f"{name}_gemma3").splitlines() if "| gemma3" in line
+        ]
+        assert len(smollm2) == 3
+        assert gemma_rows == [
+            line.replace("| smollm2-135m |", "| gemma3-270m |") for line in smollm2
+        ]
+
+
+def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(script, workspace, capsys):
     found = records(workspace, "frontier_smollm2")
     found[0]["settings"] = {**found[0]["settings"], "model": "gemma3-270m"}
     write_records(workspace, "frontier_smollm2", found)
@@ -427,12 +454,53 @@ def test_paper_setting_splits_gold_top1_by_correct_responses(workspace):
             for r in group
             if r["id"] in exact
         ]
-        cells = row_cells(text, f"{data} | smollm2-135m | {method}")
+        cells = row_cells(marker_block(text, "paper_setting"), f"{data} | smollm2-135m | {method}")
         assert cells[3] == str(len(group)) == "4"
         assert cells[4].startswith(f"{np.mean(gold):.2f} [")
         assert cells[5] == str(len(when_correct))
         assert cells[6].startswith(f"{np.mean(when_correct):.2f} [")
         assert cells[7].startswith(f"{np.mean(agrees):.2f} [") and cells[7].endswith("(3)")
+
+
+def test_paper_setting_misses_finds_the_sentence_a_wrong_response_repeats(workspace):
+    """Recomputed from the fixture's full-context records by enumerating every order of the
+    tied scores: how often each method's top source is one the response shares the most content
+    words with (every such sentence counts), and gold top-1, on wrong and on correct responses
+    (h2's response shares none: left out), with a random ranking's chance beside them."""
+    found = [r for r in records(workspace, "frontier_smollm2") if r["size"] == "hotpotqa"]
+    block = marker_block((FIXTURE / "RESULTS.md").read_text(), "paper_setting_misses")
+    data = "HotpotQA, all 10 paragraphs (training split)"
+
+    def first_in(scores, targets) -> float:
+        orders = [
+            order
+            for order in itertools.permutations(range(len(scores)))
+            if all(scores[a] >= scores[b] for a, b in itertools.pairwise(order))
+        ]
+        return sum(order[0] in targets for order in orders) / len(orders)
+
+    def closest(record) -> set[int]:
+        top = max(record["response_overlap"])
+        return {i for i, o in enumerate(record["response_overlap"]) if o == top}
+
+    def gold(record) -> set[int]:
+        return {record["source_ids"].index(g) for g in record["gold_ids"]}
+
+    expected_wrong = {"exact": 1.0, "attention_fitted": 0.0, "query_overlap": 0.0}
+    for method, share in expected_wrong.items():
+        group = [r for r in found if r["method"] == method and max(r["response_overlap"]) > 0]
+        cells = row_cells(block, f"{data} | smollm2-135m | {method}")
+        for correct, (n_cell, closest_cell, chance_cell) in ((False, (3, 4, 5)), (True, (7, 8, 9))):
+            kept = [r for r in group if r["correct"] == correct]
+            hits = [first_in(r["scores"], closest(r)) for r in kept]
+            chance = [len(closest(r)) / r["n_sources"] for r in kept]
+            assert cells[n_cell] == str(len(kept)) and len(kept) > 0
+            assert cells[closest_cell].startswith(f"{np.mean(hits):.2f} [")
+            assert cells[chance_cell] == f"{np.mean(chance):.2f}"
+            if not correct:
+                assert np.mean(hits) == share
+                golds = [first_in(r["scores"], gold(r)) for r in kept]
+                assert cells[6].startswith(f"{np.mean(golds):.2f} [")
 
 
 def test_consensus_detail_counts_each_examples_own_test(script):

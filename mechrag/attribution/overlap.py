@@ -28,10 +28,16 @@ def content_words(text: str) -> set[str]:
     return {w for w in re.findall(r"\w+", text.lower()) if w not in FUNCTION_WORDS}
 
 
-def query_overlap(query: str, texts: list[str]) -> Float[np.ndarray, " n_sources"]:
-    """The number of the query's content words each text shares."""
-    asked = content_words(query)
-    return np.array([len(asked & content_words(text)) for text in texts], dtype=float)
+def word_overlap(
+    text: str, texts: list[str], *, leaving_out: str = ""
+) -> Float[np.ndarray, " n_texts"]:
+    """The number of ``text``'s content words, less those of ``leaving_out``, that each of
+    ``texts`` shares. Of the query: the question-word baseline below. Of a response, leaving
+    out the query (a response that restates the question would otherwise point at the
+    sentence matching the question): the source it repeats most, the one a wrong response
+    likely paraphrased."""
+    words = content_words(text) - content_words(leaving_out)
+    return np.array([len(words & content_words(other)) for other in texts], dtype=float)
 
 
 @dataclass(frozen=True)
@@ -45,5 +51,5 @@ class QueryOverlap(SourceMethod):
 
     def __call__(self, case):
         meter = case.meter()
-        scores = query_overlap(case.query, [source.text for source in case.sources])
+        scores = word_overlap(case.query, [source.text for source in case.sources])
         return case.attribution(self.name, scores, meter, model_calls=0, metadata={})
