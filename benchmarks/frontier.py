@@ -2,12 +2,14 @@
 
 For each context size and example, one greedy response is generated (outside every timing) and
 every method then runs on its own fresh case with that response, in this one process: exact
-ARC-JSD, the Fisher screen, hierarchical ARC-JSD, a proxy model, attention attribution with
-uniform, localized and fitted weights, ContextCite at 32 ablations, leave-one-out and
-question-word overlap. Each method's speed-up is exact ARC-JSD's seconds over its seconds on the
-same example; agreement is the top-1 match and the Spearman correlation with exact ARC-JSD's
-scores; gold top-1 says whether its top source is a gold sentence, and each record says whether
-the response was correct. Exact ARC-JSD is the reference of the frontier table, but a run may
+ARC-JSD, the Fisher screen, hierarchical ARC-JSD, a proxy model, attention attribution with uniform,
+localized and fitted weights, ContextCite at 32 ablations, leave-one-out and question-word overlap;
+``attention_after_generation`` is fitted attention on the case that generated the response (the
+generation off the clock), which continues the generation's cache, as an attribution made while
+answering does. Each method's speed-up is exact ARC-JSD's seconds over its seconds on the same
+example; agreement is the top-1 match and the Spearman correlation with exact ARC-JSD's scores;
+gold top-1 says whether its top source is a gold sentence, and each record says whether the
+response was correct. Exact ARC-JSD is the reference of the frontier table, but a run may
 leave it out (``--methods attention_fitted query_overlap``) to take a fast method to more examples
 than exact can reach; those feed the paper-setting table (``make results``).
 
@@ -44,6 +46,7 @@ METHODS = (
     "attention_localized",
     "attention_fitted",
     "attention_rescored5",
+    "attention_after_generation",
     "contextcite32",
     "loo",
     "query_overlap",
@@ -79,6 +82,7 @@ def configured(name: str, model_name: str):
         "attention_localized": lambda: AttentionAttribution(weights="localized"),
         "attention_fitted": lambda: AttentionAttribution(weights="fitted"),
         "attention_rescored5": lambda: AttentionAttribution(weights="fitted", rescore=5),
+        "attention_after_generation": lambda: AttentionAttribution(weights="fitted"),
         "contextcite32": lambda: ContextCite(budget=32),
         "loo": lambda: LeaveOneOut(),
         "query_overlap": lambda: QueryOverlap(),
@@ -115,6 +119,21 @@ def answers(example) -> list[str]:
     (SQuAD's)."""
     metadata = example.metadata
     return [example.answer, *metadata.get("aliases", []), *metadata.get("answers", [])]
+
+
+def fresh_case(model, example, response: list[int], name: str, max_new_tokens: int):
+    """The case a method runs on: the recorded response given, or for
+    ``attention_after_generation`` a case that generates it again (off the method's clock) and
+    keeps the generation's cache; ``None``, said in one line, when that generation differs."""
+    from mechrag import Case
+
+    if name != "attention_after_generation":
+        return Case.from_example(model, example, response=list(response))
+    case = Case.from_example(model, example, max_new_tokens=max_new_tokens)
+    if case.response_ids != list(response):
+        print(f"skipped {example.id} for {name}: the generation differs from the recorded one")
+        return None
+    return case
 
 
 def run_settings(args: argparse.Namespace) -> dict:
@@ -177,7 +196,9 @@ def run(args: argparse.Namespace) -> None:
                     warm.reference_logprobs()
                     warmed.add(runs_on)
                 method = configured(name, args.model)
-                case = Case.from_example(model, example, response=list(response))
+                case = fresh_case(model, example, response, name, args.max_new_tokens)
+                if case is None:
+                    continue
                 result = method(case)
                 seconds = result.metadata["seconds"]  # the method's own clock (no model loads)
                 ranked = [result.sources[i].id for i in result.ranking]
@@ -211,6 +232,7 @@ def run(args: argparse.Namespace) -> None:
                         "top1_gold": ranked[0] in example.gold_ids,
                         "seconds": seconds,
                         "forward_passes": result.forward_passes,
+                        "tokens_processed": result.metadata["tokens_processed"],
                         "model_calls": result.model_calls,
                     },
                 )

@@ -18,10 +18,14 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 from jaxtyping import Float, Int
 from torch import Tensor
+
+if TYPE_CHECKING:
+    from transformers.cache_utils import DynamicCache
 
 # Residual-stream and component sites mechrag captures, as bridge hook names per layer.
 SITES = {
@@ -201,12 +205,21 @@ def stop_token_ids(model) -> set[int]:
     return {int(s) for s in stops if s is not None}
 
 
-@torch.inference_mode()
 def greedy_generate(model, prompt_ids: list[int], max_new_tokens: int) -> list[int]:
     """Greedy continuation of ``prompt_ids`` up to the first stop token (not included).
 
     It runs through the bridge's modules, so hooks active on the model apply.
     """
+    return greedy_generate_with_cache(model, prompt_ids, max_new_tokens)[0]
+
+
+@torch.inference_mode()
+def greedy_generate_with_cache(
+    model, prompt_ids: list[int], max_new_tokens: int
+) -> tuple[list[int], DynamicCache | None]:
+    """:func:`greedy_generate`, and the generation's key-value cache: the prompt, then every
+    generated token but the last (``None`` for a cache that cannot be cut, such as a static
+    one)."""
     patch_kv_cache_argument()
     prompt = torch.tensor([prompt_ids], device=device(model))
     stops = stop_token_ids(model)
@@ -217,13 +230,17 @@ def greedy_generate(model, prompt_ids: list[int], max_new_tokens: int) -> list[i
         do_sample=False,
         pad_token_id=min(stops) if stops else None,
         eos_token_id=sorted(stops) or None,
+        return_dict_in_generate=True,
     )
     ids = []
-    for token in output[0, prompt.shape[1] :].tolist():
+    for token in output.sequences[0, prompt.shape[1] :].tolist():
         if token in stops:
             break
         ids.append(token)
-    return ids
+    from transformers.cache_utils import DynamicCache
+
+    cache = output.past_key_values
+    return ids, cache if isinstance(cache, DynamicCache) else None
 
 
 def active_hooks(model) -> tuple[int, ...]:

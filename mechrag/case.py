@@ -50,10 +50,20 @@ class _ScoredSubset:
 
 @dataclass(frozen=True)
 class Meter:
-    """Where a method's cost starts: the engine's pass count and the clock."""
+    """Where a method's cost starts: the engine's pass and token counts and the clock."""
 
     forward_passes: int
+    tokens_processed: int
     started: float
+
+
+@dataclass
+class _Generation:
+    """The key-value cache of the generation that wrote the response, and the hooks that were
+    active then (:func:`mechrag.adapter.active_hooks`)."""
+
+    hooks: tuple[int, ...]
+    cache: object
 
 
 @dataclass
@@ -72,7 +82,12 @@ class Case:
     prompt) or token ids to teacher-force; generated greedily from the full prompt when ``None``
     (at most ``max_new_tokens``). ``template``/``system_prompt`` shape the prompt (see
     :class:`mechrag.PromptBuilder`); ``engine`` lets several cases share one configured engine.
-    ``example`` keeps the data set record (gold ids, answer) the case came from.
+    ``example`` keeps the data set record (gold ids, answer) the case came from. A generated
+    response keeps its generation's key-value cache until the full-context pass, which then runs
+    only the response positions on top of it (under the hooks active at generation, where
+    prefix reuse is exact): a one-pass method such as ``attention`` then costs two
+    response-length passes beyond the generation. Until that pass the case holds one
+    prompt-length key-value cache (dropped early once a hook active at generation is gone).
     """
 
     def __init__(
@@ -97,6 +112,8 @@ class Case:
             raise InputError("engine was built for a different model")
         # Fail early on over-long prompts, before any generation.
         self.engine.sequences(self.builder, [0], self.builder.full_mask()[None])
+        # Kept until the full-context pass continues it (see the class docstring).
+        self._generation: _Generation | None = None
         self.response_ids = self._resolve_response(response, max_new_tokens)
         self.engine.sequences(self.builder, self.response_ids, self.builder.full_mask()[None])
         self.example = example
@@ -149,9 +166,13 @@ class Case:
         if response is None:
             if max_new_tokens < 1:
                 raise InputError("max_new_tokens must be at least 1")
-            ids = adapter.greedy_generate(self.model, self.builder.ids(), max_new_tokens)
+            ids, cache = adapter.greedy_generate_with_cache(
+                self.model, self.builder.ids(), max_new_tokens
+            )
             if not ids:
                 raise InputError("the model generated an empty response: pass response=...")
+            if cache is not None and self.engine.keeps_cache(self.builder, ids):
+                self._generation = _Generation(adapter.active_hooks(self.model), cache)
             return ids
         if isinstance(response, str):
             return self.builder.response_ids(response)
@@ -221,9 +242,25 @@ class Case:
             # Keep the first (usually hook-free) cache and the newest intervention's only.
             for stale in list(self._stores)[1:]:
                 del self._stores[stale]
-            reference = self.engine.reference(self.builder, self.response_ids)
+            prompt_cache = self._generation_cache(signature)
+            if prompt_cache is not None:
+                self._generation = None  # the full-context pass's own cache supersedes it
+            reference = self.engine.reference(
+                self.builder, self.response_ids, prompt_cache=prompt_cache
+            )
             self._stores[signature] = _SubsetStore(reference)
         return self._stores[signature]
+
+    def _generation_cache(self, signature: tuple[int, ...]):
+        """The generation's cache when it was made under the hooks ``signature`` names, else
+        ``None``; dropped for good once a hook active at generation is gone (hook ids are never
+        reused, so those hooks cannot come back)."""
+        generation = self._generation
+        if generation is not None and not set(generation.hooks) <= set(signature):
+            self._generation = generation = None
+        if generation is None or generation.hooks != signature:
+            return None
+        return generation.cache
 
     @property
     def subsets_scored(self) -> int:
@@ -286,7 +323,11 @@ class Case:
 
     def meter(self) -> Meter:
         """Start measuring a method's cost (see :meth:`attribution`)."""
-        return Meter(self.engine.forward_passes, time.perf_counter())
+        return Meter(
+            forward_passes=self.engine.forward_passes,
+            tokens_processed=self.engine.tokens_processed,
+            started=time.perf_counter(),
+        )
 
     def attribution(
         self,
@@ -298,8 +339,10 @@ class Case:
         model_calls: int,
         metadata: dict,
     ) -> Attribution:
-        """A method's result on this case: the passes and seconds since ``meter`` are its cost
-        (``forward_passes``, ``metadata['seconds']``); ``model_calls`` the subsets it used."""
+        """A method's result on this case: the engine's passes and tokens and the seconds
+        since ``meter`` are its cost (``forward_passes``, ``metadata['tokens_processed']`` and
+        ``metadata['seconds']``; a pass made outside the engine, such as the gradient screen's,
+        is in the seconds only); ``model_calls`` the subsets it used."""
         return Attribution(
             method=method,
             query=self.query,
@@ -313,6 +356,7 @@ class Case:
             forward_passes=self.engine.forward_passes - meter.forward_passes,
             metadata={
                 "seconds": time.perf_counter() - meter.started,
+                "tokens_processed": self.engine.tokens_processed - meter.tokens_processed,
                 "model": getattr(self.model, "mechrag_name", None),
                 **metadata,
             },
@@ -407,7 +451,8 @@ class Case:
         ``resid_post``, ``mlp_out``) or ``pattern`` (attention weights ``[n_layers, n_masks,
         n_heads, T, n_keys]``, one mask only: rows of different lengths see different keys).
         Runs through the engine (token budget) on the full-context pass's cache (prefix reuse);
-        a single mask on a fresh case does not run that pass just for this, so it costs one.
+        a single mask on a fresh case does not run that pass just for this, so it costs one,
+        unless the case holds its generation's cache: then that pass is response-length too.
         """
         masks = np.asarray(masks)
         if adapter.PATTERN in sites and len(masks) != 1:
@@ -415,7 +460,8 @@ class Case:
         layers = range(adapter.n_layers(self.model))
         hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
         store = self._stores.get(adapter.active_hooks(self.model))
-        if store is None and len(masks) > 1:
+        generated = self._generation_cache(adapter.active_hooks(self.model)) is not None
+        if store is None and (len(masks) > 1 or generated):
             store = self._store()  # several rows share the full-context pass's cache
         reference = store.reference if store is not None else None
         return self.engine.capture(self.builder, self.response_ids, masks, reference, hooks)

@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
+
+if TYPE_CHECKING:
+    from transformers.cache_utils import DynamicCache
 
 from mechrag import adapter
 from mechrag.divergences import DIVERGENCES
@@ -179,16 +183,39 @@ class Engine:
         self.forward_passes += 1
         self.tokens_processed += ids.numel()
 
+    def keeps_cache(self, builder: PromptBuilder, response_ids: Sequence[int]) -> bool:
+        """Whether the full-context pass keeps its cache for prefix reuse (on, and exact for
+        this prompt and response)."""
+        longest = len(builder.ids()) + len(response_ids)
+        return self.reuse_prefix and adapter.prefix_cache_is_exact(self.model, longest)
+
     @torch.inference_mode()
-    def reference(self, builder: PromptBuilder, response_ids: Sequence[int]) -> Reference:
-        """Run the full-context sequence once; keep its cache when prefix reuse is exact."""
+    def reference(
+        self,
+        builder: PromptBuilder,
+        response_ids: Sequence[int],
+        *,
+        prompt_cache: DynamicCache | None = None,
+    ) -> Reference:
+        """Run the full-context sequence once; keep its cache when prefix reuse is exact.
+
+        ``prompt_cache``: a key-value cache that starts with the full prompt's positions, such
+        as the cache of the generation that wrote the response (made under the hooks active
+        now). Where the cache is kept (:meth:`keeps_cache`), the pass then runs only the
+        response positions on top of it; elsewhere it is ignored.
+        """
         sequence = self.sequences(builder, response_ids, builder.full_mask()[None])[0]
         n_response = len(response_ids)
-        keep_cache = self.reuse_prefix and adapter.prefix_cache_is_exact(
-            self.model, len(sequence) + 1
+        keep_cache = self.keeps_cache(builder, response_ids)
+        start = len(sequence) - n_response if keep_cache and prompt_cache is not None else 0
+        ids = torch.tensor([sequence[start:]], device=adapter.device(self.model))
+        past, attention = None, None
+        if start:
+            past = adapter.cut_cache(prompt_cache, start, 1)
+            attention = torch.ones((1, len(sequence)), dtype=torch.long, device=ids.device)
+        output = adapter.forward(
+            self.model, ids, attention, n_logits=n_response, past=past, return_cache=keep_cache
         )
-        ids = torch.tensor([sequence], device=adapter.device(self.model))
-        output = adapter.forward(self.model, ids, n_logits=n_response, return_cache=keep_cache)
         logits, cache = output if keep_cache else (output, None)
         self._count(ids)
         return Reference(sequence, logits[0, -n_response:].float().log_softmax(-1), cache)

@@ -168,6 +168,72 @@ def test_attention_costs_one_pass_on_a_fresh_case_and_removes_its_hooks(tiny):
     assert result.method == "attention_uniform"
 
 
+def generated(model, **settings) -> Case:
+    """A case that generated its own response (and so holds the generation's cache)."""
+    case = Case(model, QUERY, sources(), max_new_tokens=6, **settings)
+    assert len(case.response_ids) >= 2  # the tiny models do not stop at once
+    return case
+
+
+def test_a_generated_case_continues_its_generations_cache(tiny):
+    """On the generating case the full-context pass runs only the response positions, and
+    attention costs two response-length passes; every number equals a fresh case's."""
+    before = hook_count(tiny)
+    case = generated(tiny)
+    n_response, n_prompt = len(case.response_ids), len(case.builder.ids())
+    again = Case(tiny, QUERY, sources(), case.response_ids)
+    result = AttentionAttribution(weights="uniform")(case)
+    plain = AttentionAttribution(weights="uniform")(again)
+    assert result.forward_passes == 2 and result.model_calls == 1
+    assert result.metadata["tokens_processed"] == 2 * n_response
+    assert plain.forward_passes == 1
+    assert plain.metadata["tokens_processed"] == n_prompt + n_response - 1
+    np.testing.assert_allclose(result.scores, plain.scores, atol=1e-6)
+    torch.testing.assert_close(case.reference_logprobs(), again.reference_logprobs())
+    np.testing.assert_allclose(case.arc_jsd().scores, again.arc_jsd().scores, atol=1e-6)
+    assert hook_count(tiny) == before
+
+
+def test_a_generation_is_continued_only_under_its_own_hooks(tiny_llama):
+    from mechrag.mechanism.ablation import ablate
+
+    case = generated(tiny_llama)
+    n_response, n_prompt = len(case.response_ids), len(case.builder.ids())
+    with ablate(tiny_llama, heads=[(0, 0)]):
+        ablated = case.reference_logprobs()
+        assert case.engine.tokens_processed == n_prompt + n_response - 1
+        torch.testing.assert_close(
+            ablated, Case(tiny_llama, QUERY, sources(), case.response_ids).reference_logprobs()
+        )
+    continued = case.reference_logprobs()  # the hook-free pass still continues the generation
+    assert case.engine.tokens_processed == n_prompt + 2 * n_response - 1
+    torch.testing.assert_close(
+        continued, Case(tiny_llama, QUERY, sources(), case.response_ids).reference_logprobs()
+    )
+
+
+@pytest.mark.parametrize(("window", "reuse_prefix"), [(8, True), (4096, True), (4096, False)])
+def test_a_generation_is_continued_only_where_prefix_reuse_is_exact(
+    window, reuse_prefix, monkeypatch
+):
+    """Outside the window (or without prefix reuse) attention after generation costs one whole
+    pass, as on a fresh case, not a whole reference pass and then a whole capture pass."""
+    from mechrag.engine import Engine
+    from mechrag.toy import tiny_model
+
+    model = tiny_model("mistral")
+    monkeypatch.setattr(model.original_model.config, "sliding_window", window)
+    case = generated(model, engine=Engine(model, reuse_prefix=reuse_prefix))
+    n_response, n_prompt = len(case.response_ids), len(case.builder.ids())
+    continued = window == 4096 and reuse_prefix
+    result = AttentionAttribution(weights="uniform")(case)
+    assert result.forward_passes == (2 if continued else 1)
+    tokens = 2 * n_response if continued else n_prompt + n_response - 1
+    assert result.metadata["tokens_processed"] == tokens
+    expected = Case(model, QUERY, sources(), case.response_ids).reference_logprobs()
+    torch.testing.assert_close(case.reference_logprobs(), expected)
+
+
 def weights_for(model, fitted=None, localized=None) -> AttentionWeights:
     shape = (model.cfg.n_layers, model.cfg.n_heads)
     rng = np.random.default_rng(0)
@@ -321,6 +387,7 @@ def test_proxy_retokenises_the_response_text(tiny_llama):
     # The cost is the proxy's passes; the target model ran none.
     assert case.engine.forward_passes == 0
     assert result.forward_passes == direct.forward_passes and result.model_calls == 13
+    assert result.metadata["tokens_processed"] == direct.metadata["tokens_processed"] > 0
     with pytest.raises(InputError, match="proxy model"):
         fresh(tiny_llama).attribute("proxy")
 

@@ -94,3 +94,38 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
         assert record["response_text"] == tiny_llama.tokenizer.decode(response) == text
         assert record["source_ids"] == [source.id for source in example.sources]
         assert record["response_overlap"] == expected
+
+
+def test_attention_after_generation_continues_the_generations_cache(
+    tiny_llama, monkeypatch, tmp_path, capsys
+):
+    """On the case that generated the response, attention runs two response-length passes and
+    scores as a fresh case does; a recorded response the model does not generate is skipped in
+    one line, with no record."""
+    from mechrag.attribution.attention import AttentionAttribution
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
+    monkeypatch.setitem(script["run"].__globals__, "configured", uniform)
+    args = SimpleNamespace(
+        model="smollm2-135m", sizes=["10"], methods=["attention_fitted",
+        "attention_after_generation"], examples=1, max_new_tokens=4, threads=1, reuse_only=False,
+        out=str(tmp_path),
+    )  # fmt: skip
+    script["run"](args)
+    fresh, generated = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
+    n_response, n_prompt = len(fresh["response_ids"]), fresh["prompt_tokens"]
+    assert generated["method"] == "attention_after_generation"
+    assert generated["response_ids"] == fresh["response_ids"]
+    assert (generated["forward_passes"], generated["tokens_processed"]) == (2, 2 * n_response)
+    assert (fresh["forward_passes"], fresh["tokens_processed"]) == (1, n_prompt + n_response - 1)
+    for mine, theirs in zip(generated["scores"], fresh["scores"]):
+        assert abs(mine - theirs) < 1e-6
+    (tmp_path / "records.jsonl").write_text(
+        json.dumps({**fresh, "response_ids": [65, 66, 67]}) + "\n"
+    )
+    capsys.readouterr()
+    script["run"](args)
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
+    assert "the generation differs from the recorded one" in capsys.readouterr().out

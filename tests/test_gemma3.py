@@ -66,6 +66,17 @@ def test_prefix_reuse_inside_the_window_is_exact(gemma):
     np.testing.assert_allclose(case.token_divergences(masks), divergences, atol=2e-4)
 
 
+def test_a_generated_case_continues_its_generation_on_windowed_and_global_layers(gemma):
+    """Inside the window the full-context pass runs only the response positions on the
+    generation's cache (sliding-window and global layers alike) and equals a fresh case's."""
+    case = Case(gemma, QUERY, SOURCES, max_new_tokens=6)
+    fresh = Case(gemma, QUERY, SOURCES, case.response_ids)
+    torch.testing.assert_close(
+        case.reference_logprobs(), fresh.reference_logprobs(), atol=2e-4, rtol=0
+    )
+    assert case.engine.tokens_processed == len(case.response_ids)
+
+
 def test_prefix_reuse_is_off_beyond_the_window_and_scores_stay_exact(gemma):
     long = [f"Filler sentence number {i} says nothing much at all." for i in range(80)]
     sources = [SOURCES[0], " ".join(long[:40]), " ".join(long[40:])]

@@ -7,7 +7,8 @@ A[l, h, t, k]``, the attention weight that the position predicting response toke
 source ``i``'s tokens (summed over them), averaged over the response. The weights are the model's
 own softmax over every key (no renormalisation over the context), as in AT2. They are captured
 at the response positions only, through the engine: on the full-context pass's cache when the
-case has one, else in one pass over the whole sequence.
+case has one (a case that generated its response makes that pass on its generation's cache, so
+attention then costs two response-length passes), else in one pass over the whole sequence.
 
 Scores. ``score_i = sum_{l, h} w[l, h] f[l, h, i]``, with one of three kinds of weights:
 

@@ -4,8 +4,8 @@ AttriBoT's proxy trick (Liu, Kandpal and Raffel, ICLR 2025). The proxy gets the 
 sources, rendered with its own tokenizer and prompt template, and the target model's response
 *text*, re-tokenised with the proxy's tokenizer (so the response is the same string, whatever the
 two vocabularies). Any registered method then runs on that proxy case, and its source scores are
-the result. The cost is the proxy's: ``forward_passes`` counts the proxy's passes (the target
-model runs none); ``metadata['proxy']`` names the proxy.
+the result. The cost is the proxy's: ``forward_passes`` and ``metadata['tokens_processed']`` count
+the proxy's passes and tokens (the target model runs none); ``metadata['proxy']`` names the proxy.
 """
 
 from __future__ import annotations
@@ -71,4 +71,5 @@ class ProxyAttribution(SourceMethod):
             },
         )
         attribution.forward_passes = result.forward_passes
+        attribution.metadata["tokens_processed"] = result.metadata["tokens_processed"]
         return attribution
