@@ -40,8 +40,9 @@ hallucination rate and factual F1 (token F1 against the gold answers). The paper
 Qwen2-7B-IT on 200 HotpotQA dev examples (its max_new_tokens is 512) and does not define its
 hallucination or factual F1 (see ``mechrag.metrics.answers``); ``--datasets hotpotqa_dev
 --n-calibration 0 --n-test 200`` takes 200 of the shipped dev sample (``hotpotqa``, the training
-sample, holds 100; ``make results`` reads ``runs/gating_paper/hotpotqa/paper``, a training-sample
-run). Records go to ``OUT/DATASET/paper/``.
+sample, holds 100; ``make results`` reads ``runs/gating_paper/hotpotqa/paper``, the training
+sample's run, and ``runs/gating_paper/hotpotqa_dev/paper``, the dev sample's). Records go to
+``OUT/DATASET/paper/``.
 
     python experiments/gating.py --datasets hotpotqa squad --n-calibration 20 --n-test 60 \
         --out runs/gating
