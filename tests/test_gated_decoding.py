@@ -158,7 +158,9 @@ def test_compare_gating_dynamic_without_firing_and_static(tiny_llama):
     never = compare_gating(case, GatingRule("damp", k=4), threshold=0.0, max_new_tokens=4)
     assert never.fired_steps == 0 and never.gated_response == never.response == case.response_text
     assert never.echo.top_source == never.gated_echo.top_source
-    np.testing.assert_array_equal(never.gated_echo.context, never.echo.context)
+    # Equal up to float rounding: the generating case's full-context pass continues its
+    # generation's cache, the gated response's case runs the whole sequence.
+    np.testing.assert_allclose(never.gated_echo.context, never.echo.context, rtol=0, atol=1e-6)
     rule = GatingRule("amplify", k=6, factor=4.0)
     static = compare_gating(case, rule, mode="static", max_new_tokens=4)
     assert static.fired_steps is None and static.mode == "static"
