@@ -121,7 +121,7 @@ def answers(example) -> list[str]:
     return [example.answer, *metadata.get("aliases", []), *metadata.get("answers", [])]
 
 
-def fresh_case(model, example, response: list[int], name: str, max_new_tokens: int):
+def method_case(model, example, response: list[int], name: str, max_new_tokens: int):
     """The case a method runs on: the recorded response given, or for
     ``attention_after_generation`` a case that generates it again (off the method's clock) and
     keeps the generation's cache; ``None``, said in one line, when that generation differs."""
@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> None:
                     warm.reference_logprobs()
                     warmed.add(runs_on)
                 method = configured(name, args.model)
-                case = fresh_case(model, example, response, name, args.max_new_tokens)
+                case = method_case(model, example, response, name, args.max_new_tokens)
                 if case is None:
                     continue
                 result = method(case)

@@ -459,8 +459,9 @@ class Case:
             raise ValueError("attention patterns are captured for one mask at a time")
         layers = range(adapter.n_layers(self.model))
         hooks = {site: [adapter.hook_name(layer, site) for layer in layers] for site in sites}
-        store = self._stores.get(adapter.active_hooks(self.model))
-        generated = self._generation_cache(adapter.active_hooks(self.model)) is not None
+        signature = adapter.active_hooks(self.model)
+        store = self._stores.get(signature)
+        generated = self._generation_cache(signature) is not None
         if store is None and (len(masks) > 1 or generated):
             store = self._store()  # several rows share the full-context pass's cache
         reference = store.reference if store is not None else None

@@ -21,16 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
-
-if TYPE_CHECKING:
-    from transformers.cache_utils import DynamicCache
 
 from mechrag import adapter
 from mechrag.divergences import DIVERGENCES
@@ -195,7 +191,7 @@ class Engine:
         builder: PromptBuilder,
         response_ids: Sequence[int],
         *,
-        prompt_cache: DynamicCache | None = None,
+        prompt_cache: object | None = None,
     ) -> Reference:
         """Run the full-context sequence once; keep its cache when prefix reuse is exact.
 
