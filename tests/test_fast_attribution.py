@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import hook_count
-from scipy.stats import spearmanr
+from scipy.stats import rankdata, spearmanr
 
 from mechrag import Case
 from mechrag.attribution.attention import (
@@ -18,7 +18,9 @@ from mechrag.attribution.attention import (
     model_shape,
 )
 from mechrag.attribution.attention_fit import (
+    LOSSES,
     fit_head_weights,
+    fit_objective,
     fit_quality,
     project_to_simplex,
     weights_from_records,
@@ -334,6 +336,67 @@ def test_fit_recovers_known_weights_on_a_synthetic_problem():
     assert uniform["spearman"] < 0.9
 
 
+def test_fit_objective_matches_a_per_case_reference():
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(7)
+    designs = [rng.random((size, 5)) for size in (3, 8, 5)]
+    targets = [rng.random(len(d)) for d in designs]
+    designs.append(rng.random((4, 5)))
+    targets.append(np.full(4, 0.2))  # constant: dropped from the objective
+    weights = rng.dirichlet(np.ones(5))
+
+    def z(values):
+        return (values - values.mean()) / values.std()
+
+    varying = list(zip(designs[:3], targets))
+    pearson = np.mean([1 - np.corrcoef(d @ weights, y)[0, 1] for d, y in varying])
+    assert fit_objective(weights, designs, targets) == pytest.approx(pearson, rel=1e-12)
+    kl = []
+    for d, y in varying:
+        p, q = softmax(z(y) / 0.3), softmax(z(d @ weights) / 0.3)
+        kl.append(np.sum(p * np.log(p / q)))
+    listwise = fit_objective(weights, designs, targets, loss="listwise", temperature=0.3)
+    assert listwise == pytest.approx(np.mean(kl), rel=1e-10)
+    ranks = fit_objective(weights, designs, targets, target="ranks")
+    reference = [1 - np.corrcoef(d @ weights, rankdata(y))[0, 1] for d, y in varying]
+    assert ranks == pytest.approx(np.mean(reference), rel=1e-12)
+
+
+def test_listwise_fit_recovers_known_weights():
+    rng = np.random.default_rng(0)
+    truth = np.zeros(12)
+    truth[[1, 5, 9]] = [0.5, 0.3, 0.2]
+    designs = [rng.random((int(rng.integers(6, 20)), 12)) for _ in range(30)]
+    targets = [d @ truth for d in designs]
+    fitted = fit_head_weights(
+        designs, targets, l2=0.0, loss="listwise", steps=400, learning_rate=0.02, seed=3
+    )
+    np.testing.assert_allclose(fitted, truth, atol=1e-3)
+
+
+def test_listwise_fit_favours_the_head_that_finds_the_top_source():
+    # Two heads that no mix makes perfect: one ranks the other sources but puts the top source
+    # last, one finds the top source but reverses the rest. A correlation weighs every source
+    # alike; the low-temperature listwise loss weighs the top of the ranking.
+    rng = np.random.default_rng(0)
+    designs, targets = [], []
+    for _ in range(20):
+        y = rng.normal(size=10)
+        top = int(np.argmax(y))
+        bulk = y - y.min()
+        bulk[top] = 0.0
+        pointer = (y.max() - y) / 10
+        pointer[top] = 1.0
+        designs.append(np.stack([bulk, pointer], 1))
+        targets.append(y)
+    settings = {"l2": 0.0, "temperature": 0.1, "steps": 300, "learning_rate": 0.02}
+    fitted = {loss: fit_head_weights(designs, targets, loss=loss, **settings) for loss in LOSSES}
+    top1 = {loss: fit_quality(w, designs, targets)["top1"] for loss, w in fitted.items()}
+    assert top1["listwise"] >= 0.85 > top1["pearson"]
+    assert fitted["listwise"][1] > fitted["pearson"][1]  # more weight on the top-finding head
+
+
 def test_fit_is_seeded_and_regularised():
     rng = np.random.default_rng(2)
     designs = [rng.random((8, 6)) for _ in range(10)]
@@ -344,6 +407,23 @@ def test_fit_is_seeded_and_regularised():
     np.testing.assert_allclose(spread, np.full(6, 1 / 6), atol=0.02)
     with pytest.raises(InputError, match="target"):
         fit_head_weights(designs, targets, target="logits")
+    with pytest.raises(InputError, match="loss"):
+        fit_head_weights(designs, targets, loss="hinge")
+    with pytest.raises(InputError, match="temperature"):
+        fit_head_weights(designs, targets, loss="listwise", temperature=0.0)
+    with pytest.raises(InputError, match="finite"):
+        fit_head_weights(designs, [*targets[:-1], np.full(8, np.nan)])
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_fit_survives_a_case_no_head_tells_apart(loss):
+    # Every head pays each source the same attention in the first case: its prediction is
+    # zero for any weights, which must leave the gradient finite.
+    rng = np.random.default_rng(3)
+    designs = [np.ones((4, 3)), rng.random((5, 3))]
+    targets = [rng.random(4), rng.random(5)]
+    fitted = fit_head_weights(designs, targets, loss=loss, steps=20)
+    assert np.all(np.isfinite(fitted)) and fitted.sum() == pytest.approx(1.0)
 
 
 def test_weights_from_records_hold_their_provenance(tiny):
@@ -365,6 +445,11 @@ def test_weights_from_records_hold_their_provenance(tiny):
     quality = weights.provenance["quality"]
     assert quality["validation"]["n"] == 2 and quality["train"]["n"] == 8
     assert quality["train"]["spearman"] > 0.9
+    designs = [np.asarray(r["design"]) for r in records]
+    targets = [np.asarray(r["scores"]) for r in records]
+    expected = fit_objective(weights.fitted.reshape(-1), designs, targets)
+    assert quality["train"]["objective"] == pytest.approx(expected)
+    assert "temperature" not in weights.provenance["fit"]  # a Pearson fit has none
     assert weights.fitted.shape == (tiny.cfg.n_layers, tiny.cfg.n_heads)
     weights.check(tiny)
 
@@ -393,6 +478,20 @@ def test_proxy_retokenises_the_response_text(tiny_llama):
 
 
 # -- the command line and the records ----------------------------------------------------------
+
+
+def test_fit_attention_options_are_the_fits():
+    import argparse
+
+    from mechrag.attribution.attention_fit import TARGETS, TEMPERATURE
+    from mechrag.cli.fit_attention import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = {action.dest: action for action in parser._actions}
+    assert tuple(options["target"].choices) == TARGETS
+    assert tuple(options["loss"].choices) == LOSSES
+    assert options["temperature"].default == TEMPERATURE
 
 
 def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsys):
@@ -428,6 +527,15 @@ def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsy
     assert main(words) == 0  # resumed: every case is on record, nothing is run again
     assert "[1/3]" not in capsys.readouterr().out
     assert len(records.read_text().splitlines()) == 3
+    assert weights.provenance["fit"]["loss"] == "pearson"
+    assert main([*words, "--loss", "listwise", "--temperature", "0.1"]) == 0  # records reused
+    listwise = AttentionWeights.load(out)
+    changed = {"loss": "listwise", "temperature": 0.1}
+    assert listwise.provenance["fit"] == {**weights.provenance["fit"], **changed}
+    assert "--loss listwise --temperature 0.1" in listwise.provenance["command"]
+    assert len(records.read_text().splitlines()) == 3
+    assert main([*words, "--loss", "listwise", "--temperature", "0"]) == 2
+    assert "--temperature must be positive" in capsys.readouterr().err
     assert main([*words[:4], "squad", *words[5:]]) == 2
     assert "training splits only" in capsys.readouterr().err
 

@@ -629,3 +629,37 @@ def test_claims_stand_below_their_table(script, workspace):
     rewritten = results.read_text()
     assert "SQuAD 2.0 unanswerable" not in rewritten
     assert "against no gating on the HotpotQA training sample (ICLR Table 4)" in rewritten
+
+
+def test_fit_losses_hold_out_each_training_case_once(script):
+    from mechrag.attribution.attention_fit import fit_head_weights
+
+    rng = np.random.default_rng(4)
+    scores = [rng.random(5) for _ in range(6)]
+    # Head 0 is each case's exact scores: every loss must find it, held out or not.
+    perfect = [
+        {"key": f"c{i}", "design": np.stack([y, rng.random(5)], 1).tolist(), "scores": y.tolist()}
+        for i, y in enumerate(scores)
+    ]
+    table = script["fit_losses_table"](perfect)
+    for loss in ("pearson", "listwise"):
+        for line in [line for line in table.splitlines() if line.startswith(f"| {loss} |")]:
+            assert "| 6 | 1.00 [1.00, 1.00] | +1.00 [+1.00, +1.00] |" in line
+    assert table.count("| 0 / 0 (p 1) |") == len(script["FIT_LOSSES"]) - 1
+    # Noisy heads: the held-out top-1 of the Pearson row is a leave-one-out done by hand.
+    noisy = [
+        {"key": f"c{i}", "design": (np.stack([y, y[::-1]], 1) + rng.random((5, 2))).tolist(),
+         "scores": y.tolist()}
+        for i, y in enumerate(scores)
+    ]  # fmt: skip
+    hits = []
+    for index, record in enumerate(noisy):
+        rest = [r for r in noisy if r is not record]
+        weights = fit_head_weights(
+            [np.asarray(r["design"]) for r in rest], [np.asarray(r["scores"]) for r in rest],
+            loss="pearson", **script["FIT_SETTINGS"],
+        )  # fmt: skip
+        prediction = np.asarray(record["design"]) @ weights
+        hits.append(np.argmax(prediction) == np.argmax(scores[index]))
+    pearson = row_cells(script["fit_losses_table"](noisy), "pearson")
+    assert pearson[3].startswith(f"{np.mean(hits):.2f} [")

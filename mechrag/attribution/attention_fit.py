@@ -3,30 +3,38 @@
 Each training case gives a design matrix ``X_c`` (one row per source, one column per head: the
 attention features of :mod:`mechrag.attribution.attention`) and a target ``y_c``: its exact
 ARC-JSD scores (``target="scores"``) or their ranks (``target="ranks"``). The weights ``w``
-minimise
+minimise ``mean_c loss_c(X_c w, y_c) + l2 * |w|^2`` over ``w >= 0, sum(w) = 1``, with one of two
+per-case losses:
 
-    mean_c [1 - pearson(X_c w, y_c)] + l2 * |w|^2   over   w >= 0, sum(w) = 1,
+* ``pearson``: ``1 - pearson(X_c w, y_c)``, the loss AT2 uses (its targets are random-ablation
+  log-odds; ours are ARC-JSD's, so no labels and no extra ablations are needed);
+* ``listwise``: the Kullback-Leibler divergence from ``softmax(z(y_c) / temperature)`` to
+  ``softmax(z(X_c w) / temperature)``, ``z`` standardising a case's values to mean 0 and sd 1
+  (ListNet's top-one loss, Cao et al., 2007). A low temperature puts the target's mass on the
+  top sources, so the fit spends its freedom on the head of the ranking that top-1 agreement
+  reads, where the correlation weighs every source alike.
 
-the loss AT2 uses (its targets are random-ablation log-odds; ours are ARC-JSD's, so no labels and
-no extra ablations are needed). The correlation is invariant to each case's scale, so cases with
-large and small divergences count the same; the simplex fixes the scale that the correlation
-leaves free, and the L2 term spreads the weight over heads that explain the same thing. It is
-solved by projected Adam from a seeded start near uniform (projection onto the simplex after
-every step).
+Both are invariant to each case's scale, so cases with large and small divergences count the
+same; the simplex fixes the scale they leave free, and the L2 term spreads the weight over heads
+that explain the same thing. The fit is projected Adam from a seeded start near uniform
+(projection onto the simplex after every step).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
-from jaxtyping import Float
+from jaxtyping import Bool, Float
 from scipy.stats import rankdata, spearmanr
 
 from mechrag.errors import InputError
 
 TARGETS = ("scores", "ranks")
+LOSSES = ("pearson", "listwise")
+TEMPERATURE = 0.2  # the listwise loss's default, in standard deviations
 
 
 def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
@@ -41,8 +49,97 @@ def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
 
 
 def _prepared_target(scores: np.ndarray, target: str) -> np.ndarray:
-    """What the correlation is taken with: the scores themselves, or their ranks."""
+    """What the loss compares the prediction with: the scores themselves, or their ranks."""
     return rankdata(scores) if target == "ranks" else np.asarray(scores, dtype=np.float64)
+
+
+def _check_settings(*, target: str, loss: str, temperature: float) -> None:
+    """One clear line for an unknown target or loss, or a temperature that is not positive."""
+    if target not in TARGETS:
+        raise InputError(f"unknown target {target!r}: choose from {TARGETS}")
+    if loss not in LOSSES:
+        raise InputError(f"unknown loss {loss!r}: choose from {LOSSES}")
+    if not temperature > 0:
+        raise InputError(f"temperature must be positive, got {temperature}")
+
+
+@dataclass(frozen=True)
+class TrainingBatch:
+    """The training cases padded to one tensor: each case's design centred over its sources
+    (padding rows zero), its prepared goal (the standardised target over its norm for
+    ``pearson``; its softmax at the temperature for ``listwise``; zero on padding) and which
+    rows are sources."""
+
+    designs: Float[torch.Tensor, "n_cases n_sources n_components"]
+    goals: Float[torch.Tensor, "n_cases n_sources"]
+    valid: Bool[torch.Tensor, "n_cases n_sources"]
+    loss: str
+    temperature: float
+
+    @classmethod
+    def of(
+        cls,
+        designs: Sequence[Float[np.ndarray, "n_sources n_components"]],
+        targets: Sequence[Float[np.ndarray, " n_sources"]],
+        *,
+        target: str = "scores",
+        loss: str = "pearson",
+        temperature: float = TEMPERATURE,
+    ) -> TrainingBatch:
+        """The batch of the cases whose targets vary (a case whose sources all score the same
+        says nothing about the weights)."""
+        _check_settings(target=target, loss=loss, temperature=temperature)
+        if len(designs) != len(targets) or not designs:
+            raise InputError("give one target per design matrix, and at least one case")
+        if not all(np.all(np.isfinite(scores)) for scores in targets):
+            raise InputError("training targets must be finite numbers")
+        kept = [
+            (np.asarray(design, dtype=np.float64), _prepared_target(scores, target))
+            for design, scores in zip(designs, targets)
+            if np.std(scores) > 0
+        ]
+        if not kept:
+            raise InputError("every training case has constant targets: nothing to fit")
+        n_sources = max(len(y) for _, y in kept)
+        x = torch.zeros((len(kept), n_sources, kept[0][0].shape[1]), dtype=torch.float64)
+        goals = torch.zeros((len(kept), n_sources), dtype=torch.float64)
+        valid = torch.zeros((len(kept), n_sources), dtype=torch.bool)
+        for row, (design, y) in enumerate(kept):
+            size = len(y)
+            x[row, :size] = torch.as_tensor(design - design.mean(0))
+            z = torch.as_tensor((y - y.mean()) / y.std())
+            goals[row, :size] = (z / temperature).softmax(0) if loss == "listwise" else z / z.norm()
+            valid[row, :size] = True
+        return cls(designs=x, goals=goals, valid=valid, loss=loss, temperature=temperature)
+
+    def objective(self, weights: Float[torch.Tensor, " n_components"]) -> Float[torch.Tensor, ""]:
+        """The mean per-case loss of ``weights`` (see the module), without the L2 term."""
+        prediction = self.designs @ weights  # centred over each case's sources; 0 on padding
+        if self.loss == "pearson":
+            norms = prediction.norm(dim=1).clamp(min=1e-12)
+            return (1.0 - (prediction * self.goals).sum(1) / norms).mean()
+        count = self.valid.sum(1, keepdim=True)
+        # Clamped before the root: a case the weights cannot tell apart (a zero prediction)
+        # gets a uniform softmax and a zero gradient, not 0/0.
+        rms = (prediction.pow(2).sum(1, keepdim=True) / count).clamp(min=1e-24).sqrt()
+        logits = (prediction / rms / self.temperature).masked_fill(~self.valid, -torch.inf)
+        predicted = logits.log_softmax(1).masked_fill(~self.valid, 0.0)
+        entropy_gap = self.goals.clamp(min=1e-300).log() - predicted
+        return (self.goals * entropy_gap).sum(1).mean()
+
+
+def fit_objective(
+    weights: Float[np.ndarray, " n_components"],
+    designs: Sequence[Float[np.ndarray, "n_sources n_components"]],
+    targets: Sequence[Float[np.ndarray, " n_sources"]],
+    *,
+    target: str = "scores",
+    loss: str = "pearson",
+    temperature: float = TEMPERATURE,
+) -> float:
+    """The fit's mean per-case loss of ``weights`` on these cases (without the L2 term)."""
+    batch = TrainingBatch.of(designs, targets, target=target, loss=loss, temperature=temperature)
+    return float(batch.objective(torch.as_tensor(np.asarray(weights, dtype=np.float64))))
 
 
 def fit_head_weights(
@@ -51,36 +148,25 @@ def fit_head_weights(
     *,
     l2: float = 1e-3,
     target: str = "scores",
+    loss: str = "pearson",
+    temperature: float = TEMPERATURE,
     steps: int = 400,
     learning_rate: float = 0.01,
     seed: int = 0,
 ) -> Float[np.ndarray, " n_components"]:
-    """Non-negative weights on the simplex (see the module); ``seed`` draws the start."""
-    if target not in TARGETS:
-        raise InputError(f"unknown target {target!r}: choose from {TARGETS}")
-    if len(designs) != len(targets) or not designs:
-        raise InputError("give one target per design matrix, and at least one case")
-    n_components = designs[0].shape[1]
-    cases = []
-    for design, scores in zip(designs, targets):
-        y = torch.as_tensor(_prepared_target(scores, target))
-        if y.std() == 0:
-            continue  # a case whose sources all score the same says nothing about the weights
-        x = torch.as_tensor(np.asarray(design, dtype=np.float64))
-        cases.append((x - x.mean(0), (y - y.mean()) / y.norm()))
-    if not cases:
-        raise InputError("every training case has constant targets: nothing to fit")
+    """Non-negative weights on the simplex (see the module); ``seed`` draws the start;
+    ``temperature`` is the listwise loss's (in standard deviations). Every case enters one
+    batched objective, so a step costs a few tensor operations however many cases there are."""
+    batch = TrainingBatch.of(designs, targets, target=target, loss=loss, temperature=temperature)
     generator = torch.Generator().manual_seed(seed)
+    n_components = batch.designs.shape[-1]
     start = 1.0 + 0.01 * torch.rand(n_components, generator=generator, dtype=torch.float64)
     weights = (start / start.sum()).requires_grad_(True)
     optimiser = torch.optim.Adam([weights], lr=learning_rate)
     for _ in range(steps):
         optimiser.zero_grad()
-        loss = l2 * weights.pow(2).sum()
-        for x, y in cases:
-            prediction = x @ weights
-            loss = loss + (1.0 - prediction @ y / prediction.norm().clamp(min=1e-12)) / len(cases)
-        loss.backward()
+        total = l2 * weights.pow(2).sum() + batch.objective(weights)
+        total.backward()
         optimiser.step()
         with torch.no_grad():
             weights.copy_(project_to_simplex(weights))
@@ -138,6 +224,8 @@ def weights_from_records(
     *,
     l2: float = 1e-3,
     target: str = "scores",
+    loss: str = "pearson",
+    temperature: float = TEMPERATURE,
     seed: int = 0,
     validation: float = 0.25,
     provenance: dict | None = None,
@@ -163,7 +251,9 @@ def weights_from_records(
     shape = (adapter.n_layers(model), adapter.n_heads(model))
     if designs[0].shape[1] != shape[0] * shape[1]:
         raise InputError(f"records have {designs[0].shape[1]} heads, the model {shape}")
-    settings = {"l2": l2, "target": target, "seed": seed}
+    settings = {"l2": l2, "target": target, "loss": loss, "seed": seed}
+    if loss == "listwise":  # the only loss the temperature changes
+        settings["temperature"] = temperature
     train, held_out = _split(len(records), validation, seed)
     quality = {}
     if len(held_out):
@@ -180,6 +270,9 @@ def weights_from_records(
         }
     weights = fit_head_weights(designs, targets, **settings)
     quality["train"] = fit_quality(weights, designs, targets)
+    quality["train"]["objective"] = fit_objective(
+        weights, designs, targets, target=target, loss=loss, temperature=temperature
+    )
     heads = [np.asarray(r["heads"]) for r in records if "heads" in r]
     localized = localized_weights(heads) if heads else None
     if localized is not None:

@@ -34,7 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", default=None, help="folder of per-case training records")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--l2", type=float, default=1e-3)
+    # The fit's TARGETS, LOSSES and TEMPERATURE (mechrag.attribution.attention_fit, which
+    # imports torch; a test ties them together).
     parser.add_argument("--target", choices=("scores", "ranks"), default="scores")
+    parser.add_argument(
+        "--loss", choices=("pearson", "listwise"), default="pearson", help="the per-case loss"
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.2,
+        help="softmax temperature of --loss listwise, in standard deviations",
+    )
     parser.add_argument("--no-localize", action="store_true", help="skip the localized weights")
 
 
@@ -44,6 +55,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"fit on training splits only: {list(TRAINING_DATASETS)}, not {unknown}")
     if args.n < 1 or args.offset < 0 or args.sentences < 2:
         raise InputError("--n must be at least 1, --offset at least 0, --sentences at least 2")
+    if not args.temperature > 0:
+        raise InputError(f"--temperature must be positive, got {args.temperature}")
     if not args.out.endswith(".safetensors"):
         raise InputError("--out must name a .safetensors file")
 
@@ -66,7 +79,9 @@ def training_examples(args: argparse.Namespace) -> list:
 def command_line(args: argparse.Namespace) -> str:
     """The command that makes these weights again (every setting spelled out)."""
     words = ["mechrag", "fit-attention", "--dataset", *args.dataset]
-    for option in ("model", "max_new_tokens", "n", "offset", "sentences", "seed", "l2", "target"):
+    options = ["model", "max_new_tokens", "n", "offset", "sentences", "seed", "l2", "target"]
+    options += ["loss", "temperature"] if args.loss == "listwise" else ["loss"]
+    for option in options:
         value = getattr(args, option)
         if value is not None:
             words += [f"--{option.replace('_', '-')}", str(value)]
@@ -127,7 +142,14 @@ def run(args: argparse.Namespace) -> None:
         "command": command_line(args),
     }
     weights = weights_from_records(
-        records, model, l2=args.l2, target=args.target, seed=args.seed, provenance=provenance
+        records,
+        model,
+        l2=args.l2,
+        target=args.target,
+        loss=args.loss,
+        temperature=args.temperature,
+        seed=args.seed,
+        provenance=provenance,
     )
     quality = weights.provenance["quality"]
     for name, measured in quality.items():
