@@ -59,6 +59,9 @@ WHOLE_CONTEXTS = {
     "musique_dev": ("musique", "dev"),
 }
 SIZES = ("10", "20", "40", *WHOLE_CONTEXTS, "squad")
+# The methods that read the shipped attention weights: only their records depend on them.
+WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
+            "attention_after_generation")  # fmt: skip
 SCREEN_CANDIDATES = 5
 HIERARCHICAL_DOCUMENTS = 2
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
@@ -138,7 +141,8 @@ def method_case(model, example, response: list[int], name: str, max_new_tokens: 
 
 def run_settings(args: argparse.Namespace) -> dict:
     """What a record's content depends on besides its example and method: a resumed run reuses
-    only records made under the same settings (the shipped weights by their hash)."""
+    only records made under the same settings (the shipped weights by their hash, for the
+    methods that read them: :func:`reusable`)."""
     import hashlib
 
     from mechrag.attribution.attention import shipped_weights_path
@@ -146,6 +150,18 @@ def run_settings(args: argparse.Namespace) -> dict:
     path = shipped_weights_path(args.model)
     weights = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
     return {"model": args.model, "max_new_tokens": args.max_new_tokens, "weights": weights}
+
+
+def reusable(record: dict, settings: dict) -> bool:
+    """Whether an earlier record stands for a run under ``settings``: made under the same
+    settings, the shipped weights' hash counted only for the :data:`WEIGHTED` methods (a refit
+    reruns those, not exact ARC-JSD)."""
+
+    def relevant(found: dict) -> dict:
+        weighted = record.get("method") in WEIGHTED
+        return {key: value for key, value in found.items() if key != "weights" or weighted}
+
+    return relevant(record.get("settings") or {}) == relevant(settings)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -168,7 +184,7 @@ def run(args: argparse.Namespace) -> None:
     # Speed-ups pair records of one session (one process, one machine state): make results
     # compares a method's seconds only with exact ARC-JSD's of the same session.
     session = uuid.uuid4().hex[:12]
-    records = [r for r in run_records(out) if r.get("settings") == settings]
+    records = [r for r in run_records(out) if reusable(r, settings)]
     done = {(r["size"], r["id"], r["method"]) for r in records}
     # One response per example, whichever method's record holds it (exact ARC-JSD's first).
     responses = {}

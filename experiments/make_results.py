@@ -54,8 +54,8 @@ MINUS = "\N{MINUS SIGN}"
 class Table:
     """One generated table: its builder (records -> markdown), the run folder (under the runs
     root) it reads, what identifies a record (duplicates, e.g. from overlapping shards, count
-    once), the caption saying how its cells were computed, and whether it is left as it stands
-    while its run folder does not exist yet."""
+    once), the caption saying how its cells were computed, whether it is left as it stands
+    while its run folder does not exist yet, and which of the records it reads (``select``)."""
 
     name: str
     run: str
@@ -64,6 +64,7 @@ class Table:
     note: str
     optional: bool = False
     claims: Callable[[list[dict]], list[Claim]] | None = None
+    select: Callable[[list[dict]], list[dict]] | None = None
 
 
 @dataclass(frozen=True)
@@ -121,12 +122,13 @@ def table(
     note: str,
     optional=False,
     claims: Callable[[list[dict]], list[Claim]] | None = None,
+    select: Callable[[list[dict]], list[dict]] | None = None,
 ):
     """Register the decorated ``records -> markdown`` function as table ``name`` (and
     ``claims``, its records' claims for the claims table)."""
 
     def register(build: Callable[[list[dict]], str]) -> Callable[[list[dict]], str]:
-        TABLES[name] = Table(name, run, key, build, note, optional, claims)
+        TABLES[name] = Table(name, run, key, build, note, optional, claims, select)
         return build
 
     return register
@@ -760,9 +762,32 @@ def aipc_table(records: list[dict]) -> str:
 FRONTIER_REFERENCE = "exact"
 
 
-def frontier_key(record: dict) -> tuple[str, str, str]:
-    """What identifies a frontier record: its size, example and method."""
-    return record["size"], record["id"], record["method"]
+# The frontier's methods that read the shipped attention weights (benchmarks/frontier.py's
+# WEIGHTED; a test ties the two).
+FRONTIER_WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
+                     "attention_after_generation")  # fmt: skip
+
+
+def frontier_key(record: dict) -> tuple[str, str, str, str | None]:
+    """What identifies a frontier record: its size, example and method, and for a method that
+    reads the attention weights, their hash (a refit's records do not replace the old ones)."""
+    weights = record["settings"].get("weights") if record["method"] in FRONTIER_WEIGHTED else None
+    return record["size"], record["id"], record["method"], weights
+
+
+def newest_weights(records: list[dict]) -> list[dict]:
+    """Frontier records less those of a weighted method made under other attention weights
+    than the folder's last record of such a method: after a refit, the tables show the new
+    weights only, on the examples they have run."""
+    weighted = [r for r in records if r["method"] in FRONTIER_WEIGHTED]
+    if not weighted:
+        return records
+    newest = weighted[-1]["settings"].get("weights")
+    return [
+        r
+        for r in records
+        if r["method"] not in FRONTIER_WEIGHTED or r["settings"].get("weights") == newest
+    ]
 
 
 def size_order(size: str) -> tuple[int, int]:
@@ -875,7 +900,7 @@ def speedup_cell(measured: dict, n_pairs: int) -> str:
 @table(
     "frontier",
     run="frontier_smollm2",
-    key=frontier_key,
+    key=frontier_key, select=newest_weights,
     note="Per size and method over the examples exact ARC-JSD also ran: speed-up = summed exact "
     "seconds / summed method seconds over the examples both were timed on in one session (n "
     "given when fewer); agreement and Spearman against exact; [95% bootstrap CI]; Spearman over "
@@ -916,7 +941,7 @@ FRONTIER_DEPTHS = (1, 2, 3, 5)
 @table(
     "frontier_depth",
     run="frontier_smollm2",
-    key=frontier_key,
+    key=frontier_key, select=newest_weights,
     note="Per size and method over the examples exact ARC-JSD also ran: the share whose exact "
     "top source is among the method's top k (ties broken at random, in expectation) [95% "
     "bootstrap CI]. For fitted attention this is how often attention then exact ARC-JSD on its "
@@ -939,9 +964,9 @@ def frontier_depth_table(records: list[dict]) -> str:
 
 # The same two tables with Gemma 3 270M as the target model (its own exact ARC-JSD the reference;
 # ``proxy`` there is SmolLM2).
-table("frontier_gemma3", run="frontier_gemma3", key=frontier_key, note=TABLES["frontier"].note,
-      optional=True)(frontier_table)  # fmt: skip
-table("frontier_depth_gemma3", run="frontier_gemma3", key=frontier_key,
+table("frontier_gemma3", run="frontier_gemma3", key=frontier_key, select=newest_weights,
+      note=TABLES["frontier"].note, optional=True)(frontier_table)  # fmt: skip
+table("frontier_depth_gemma3", run="frontier_gemma3", key=frontier_key, select=newest_weights,
       note=TABLES["frontier_depth"].note, optional=True)(frontier_depth_table)  # fmt: skip
 
 
@@ -1034,7 +1059,7 @@ PAPER_SETTING = {
 @table(
     "paper_setting",
     run="frontier_smollm2",
-    key=frontier_key,
+    key=frontier_key, select=newest_weights,
     note="Per data set and method at the paper's context size: gold top-1 = a gold sentence "
     "ranked first (ties at the top broken at random, in expectation), over all examples and over "
     "those whose response is correct (contains a gold answer or alias, or token F1 ≥ 0.5; a yes/no "
@@ -1101,7 +1126,7 @@ def closest_cells(credited: list[tuple[dict, float]]) -> list[str]:
 @table(
     "paper_setting_misses",
     run="frontier_smollm2",
-    key=frontier_key,
+    key=frontier_key, select=newest_weights,
     note="Per data set and method at the paper's context size, over the responses that share at "
     "least one content word beyond the question's with some source (their n): how often the "
     "method's top source is the response's closest sentence, the one sharing the most of those "
@@ -1143,9 +1168,9 @@ def paper_setting_misses_table(records: list[dict]) -> str:
 
 
 # Both paper-setting tables with Gemma 3 270M as the model (its own records and exact ARC-JSD).
-table("paper_setting_gemma3", run="frontier_gemma3", key=frontier_key,
+table("paper_setting_gemma3", run="frontier_gemma3", key=frontier_key, select=newest_weights,
       note=TABLES["paper_setting"].note, optional=True)(paper_setting_table)  # fmt: skip
-table("paper_setting_misses_gemma3", run="frontier_gemma3", key=frontier_key,
+table("paper_setting_misses_gemma3", run="frontier_gemma3", key=frontier_key, select=newest_weights,
       note=TABLES["paper_setting_misses"].note,
       optional=True)(paper_setting_misses_table)  # fmt: skip
 
@@ -1313,6 +1338,8 @@ def table_records(spec: Table, runs_root: Path) -> list[dict] | None:
     # A sweep folder's records: the newest of each example under its current config.
     swept = (folder / "config.json").is_file()
     records = usable_records(load_records(folder) if swept else run_records(folder), spec.key)
+    if spec.select is not None:
+        records = spec.select(records)
     if not records:
         raise InputFileError(f"table {spec.name}: no records in {folder}")
     return records
@@ -1439,9 +1466,8 @@ def draw_figures(runs_root: Path) -> None:
     """Every figure of :data:`FIGURES` whose run folder exists."""
     for name, (draw, path) in FIGURES.items():
         spec = TABLES[name]
-        folder = runs_root / spec.run
-        if folder.is_dir():
-            draw(usable_records(run_records(folder), spec.key), path)
+        if (runs_root / spec.run).is_dir():
+            draw(table_records(spec, runs_root), path)
             print(f"drew {path}")
 
 

@@ -129,3 +129,26 @@ def test_attention_after_generation_continues_the_generations_cache(
     script["run"](args)
     assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
     assert "the generation differs from the recorded one" in capsys.readouterr().out
+
+
+def test_a_refit_reruns_only_the_methods_that_read_the_weights():
+    """The weighted methods are those configured with shipped weights; an earlier record of any
+    other method stands under new weights, one of a weighted method does not."""
+    from mechrag.attribution.attention import AttentionAttribution
+
+    script = runpy.run_path(str(SCRIPT))
+    weighted = [
+        name
+        for name in script["METHODS"]
+        if isinstance(method := script["configured"](name, "smollm2-135m"), AttentionAttribution)
+        and method.weights != "uniform"
+    ]
+    assert tuple(weighted) == script["WEIGHTED"]
+    settings = {"model": "smollm2-135m", "max_new_tokens": 32, "weights": "new"}
+    earlier = {**settings, "weights": "old"}
+    reusable = script["reusable"]
+    for name in script["METHODS"]:
+        assert reusable({"method": name, "settings": earlier}, settings) == (name not in weighted)
+        assert reusable({"method": name, "settings": settings}, settings)
+        shorter = {**settings, "max_new_tokens": 16}
+        assert not reusable({"method": name, "settings": shorter}, settings)

@@ -663,3 +663,33 @@ def test_fit_losses_hold_out_each_training_case_once(script):
         hits.append(np.argmax(prediction) == np.argmax(scores[index]))
     pearson = row_cells(script["fit_losses_table"](noisy), "pearson")
     assert pearson[3].startswith(f"{np.mean(hits):.2f} [")
+
+
+def test_a_refit_shows_its_own_weights_only(script, workspace):
+    """Fitted attention on the hotpotqa examples was recorded under weights "old"; a refit
+    reruns it on one example under "new": the tables read that one record for the weighted
+    method and keep every other method's records."""
+    found = records(workspace, "frontier_smollm2")
+    old = [{**r, "settings": {**r["settings"], "weights": "old"}} for r in found]
+    fitted = next(r for r in old if r["method"] == "attention_fitted" and r["size"] == "hotpotqa")
+    refit = {**fitted, "settings": {**fitted["settings"], "weights": "new"}}
+    write_records(workspace, "frontier_smollm2", [*old, refit])
+    assert run(script, workspace) == 0
+    block = marker_block((workspace / "RESULTS.md").read_text(), "paper_setting")
+    counts = {
+        method: sum(r["method"] == method and r["size"] == "hotpotqa" for r in found)
+        for method in ("attention_fitted", "query_overlap")
+    }
+    assert counts["attention_fitted"] > 1 and counts["query_overlap"] > 1
+    rows = [line.strip("|").split(" | ") for line in block.splitlines() if "| smollm2" in line]
+    n_of = {cells[2].strip(): cells[3].strip() for cells in rows}
+    overlap = str(counts["query_overlap"])
+    assert n_of == {"exact": "3", "attention_fitted": "1", "query_overlap": overlap}
+    selected = script["newest_weights"]([*old, refit])
+    assert [r for r in selected if r["method"] == "attention_fitted"] == [refit]
+    assert len(selected) == len(old) - counts["attention_fitted"] + 1
+
+
+def test_the_weighted_methods_are_the_benchmarks(script):
+    frontier = runpy.run_path(str(SCRIPT.parents[1] / "benchmarks" / "frontier.py"))
+    assert script["FRONTIER_WEIGHTED"] == frontier["WEIGHTED"]
