@@ -155,7 +155,9 @@ def run_settings(args: argparse.Namespace) -> dict:
 def reusable(record: dict, settings: dict) -> bool:
     """Whether an earlier record stands for a run under ``settings``: made under the same
     settings, the shipped weights' hash counted only for the :data:`WEIGHTED` methods (a refit
-    reruns those, not exact ARC-JSD)."""
+    reruns those, not exact ARC-JSD). Their speed-ups pair seconds of one session, so after a
+    refit they show "timed apart" until exact ARC-JSD runs again beside them (remove its records
+    of those examples first)."""
 
     def relevant(found: dict) -> dict:
         weighted = record.get("method") in WEIGHTED

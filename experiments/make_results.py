@@ -771,7 +771,8 @@ FRONTIER_WEIGHTED = ("attention_localized", "attention_fitted", "attention_resco
 def frontier_key(record: dict) -> tuple[str, str, str, str | None]:
     """What identifies a frontier record: its size, example and method, and for a method that
     reads the attention weights, their hash (a refit's records do not replace the old ones)."""
-    weights = record["settings"].get("weights") if record["method"] in FRONTIER_WEIGHTED else None
+    weighted = record["method"] in FRONTIER_WEIGHTED
+    weights = record.get("settings", {}).get("weights") if weighted else None
     return record["size"], record["id"], record["method"], weights
 
 
@@ -782,11 +783,11 @@ def newest_weights(records: list[dict]) -> list[dict]:
     weighted = [r for r in records if r["method"] in FRONTIER_WEIGHTED]
     if not weighted:
         return records
-    newest = weighted[-1]["settings"].get("weights")
+    newest = weighted[-1].get("settings", {}).get("weights")
     return [
         r
         for r in records
-        if r["method"] not in FRONTIER_WEIGHTED or r["settings"].get("weights") == newest
+        if r["method"] not in FRONTIER_WEIGHTED or r.get("settings", {}).get("weights") == newest
     ]
 
 

@@ -413,6 +413,9 @@ def test_fit_is_seeded_and_regularised():
         fit_head_weights(designs, targets, loss="listwise", temperature=0.0)
     with pytest.raises(InputError, match="finite"):
         fit_head_weights(designs, [*targets[:-1], np.full(8, np.nan)])
+    for bad in (rng.random((8, 5)), rng.random((7, 6)), np.full((8, 6), np.inf)):
+        with pytest.raises(InputError, match="each design"):
+            fit_head_weights([*designs[:-1], bad], targets)
 
 
 @pytest.mark.parametrize("loss", LOSSES)

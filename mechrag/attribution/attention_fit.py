@@ -93,6 +93,12 @@ class TrainingBatch:
             raise InputError("give one target per design matrix, and at least one case")
         if not all(np.all(np.isfinite(scores)) for scores in targets):
             raise InputError("training targets must be finite numbers")
+        width = np.shape(designs[0])[-1]
+        for design, scores in zip(designs, targets):
+            if np.shape(design) != (len(scores), width) or not np.all(np.isfinite(design)):
+                raise InputError(
+                    f"each design must be finite numbers, one row per target and {width} columns"
+                )
         kept = [
             (np.asarray(design, dtype=np.float64), _prepared_target(scores, target))
             for design, scores in zip(designs, targets)
@@ -119,8 +125,8 @@ class TrainingBatch:
             norms = prediction.norm(dim=1).clamp(min=1e-12)
             return (1.0 - (prediction * self.goals).sum(1) / norms).mean()
         count = self.valid.sum(1, keepdim=True)
-        # Clamped before the root: a case the weights cannot tell apart (a zero prediction)
-        # gets a uniform softmax and a zero gradient, not 0/0.
+        # Clamped before the root: a case whose heads all pay its sources the same attention
+        # (a zero centred design) gets a uniform softmax and a zero gradient, not 0/0.
         rms = (prediction.pow(2).sum(1, keepdim=True) / count).clamp(min=1e-24).sqrt()
         logits = (prediction / rms / self.temperature).masked_fill(~self.valid, -torch.inf)
         predicted = logits.log_softmax(1).masked_fill(~self.valid, 0.0)
