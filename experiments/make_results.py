@@ -768,12 +768,18 @@ FRONTIER_WEIGHTED = ("attention_localized", "attention_fitted", "attention_resco
                      "attention_after_generation")  # fmt: skip
 
 
+def frontier_weights(record: dict) -> str | None:
+    """The hash of the attention weights a frontier record depends on: ``None`` for a method
+    that does not read them."""
+    if record["method"] not in FRONTIER_WEIGHTED:
+        return None
+    return record.get("settings", {}).get("weights")
+
+
 def frontier_key(record: dict) -> tuple[str, str, str, str | None]:
     """What identifies a frontier record: its size, example and method, and for a method that
     reads the attention weights, their hash (a refit's records do not replace the old ones)."""
-    weighted = record["method"] in FRONTIER_WEIGHTED
-    weights = record.get("settings", {}).get("weights") if weighted else None
-    return record["size"], record["id"], record["method"], weights
+    return record["size"], record["id"], record["method"], frontier_weights(record)
 
 
 def newest_weights(records: list[dict]) -> list[dict]:
@@ -783,11 +789,9 @@ def newest_weights(records: list[dict]) -> list[dict]:
     weighted = [r for r in records if r["method"] in FRONTIER_WEIGHTED]
     if not weighted:
         return records
-    newest = weighted[-1].get("settings", {}).get("weights")
+    newest = frontier_weights(weighted[-1])
     return [
-        r
-        for r in records
-        if r["method"] not in FRONTIER_WEIGHTED or r.get("settings", {}).get("weights") == newest
+        r for r in records if r["method"] not in FRONTIER_WEIGHTED or frontier_weights(r) == newest
     ]
 
 

@@ -107,7 +107,7 @@ class TrainingBatch:
         if not kept:
             raise InputError("every training case has constant targets: nothing to fit")
         n_sources = max(len(y) for _, y in kept)
-        x = torch.zeros((len(kept), n_sources, kept[0][0].shape[1]), dtype=torch.float64)
+        x = torch.zeros((len(kept), n_sources, width), dtype=torch.float64)
         goals = torch.zeros((len(kept), n_sources), dtype=torch.float64)
         valid = torch.zeros((len(kept), n_sources), dtype=torch.bool)
         for row, (design, y) in enumerate(kept):
