@@ -693,3 +693,52 @@ def test_a_refit_shows_its_own_weights_only(script, workspace):
 def test_the_weighted_methods_are_the_benchmarks(script):
     frontier = runpy.run_path(str(SCRIPT.parents[1] / "benchmarks" / "frontier.py"))
     assert script["FRONTIER_WEIGHTED"] == frontier["WEIGHTED"]
+
+
+def test_the_hierarchical_rule_is_chosen_on_training_records_alone(script):
+    """Two training examples of four three-sentence documents: the top document alone misses
+    the second's exact top sentence; "top 1 + within 0.5" catches it in 19 calls over both, as
+    "top 1 + within 0.25" (listed later), against "top 2"'s 22 and exact ARC-JSD's 26. A dev
+    example it misses does not change the choice, and the table marks it once per size."""
+
+    def example(size: str, scores: list[float], top_document: int) -> dict:
+        exact = np.zeros(12)
+        exact[3 * top_document + 1] = 1.0
+        return {
+            "size": size,
+            "id": f"{size}{scores}",
+            "document_of": np.repeat(np.arange(4), 3).tolist(),
+            "document_scores": scores,
+            "exact_scores": exact.tolist(),
+            "exact_model_calls": 13,
+        }
+
+    training = [
+        example("hotpotqa", [1.0, 0.2, 0.1, 0.05], 0),
+        example("hotpotqa", [1.0, 0.9, 0.1, 0.05], 1),
+    ]
+    replayed = script["replayed_rule"]
+    assert replayed(training[0], 1, None) == (1.0, 8)
+    assert replayed(training[1], 1, None) == (0.0, 8)
+    assert replayed(training[1], 2, None) == replayed(training[1], 1, 0.5) == (1.0, 11)
+    assert replayed(training[1], 1, 0.1) == (1.0, 14)
+    assert replayed(training[1], 4, None) == (1.0, 13)  # every document: exact ARC-JSD
+    tied = {**training[1], "exact_scores": [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, *[0.0] * 6]}
+    assert replayed(tied, 2, None) == (0.5, 11)  # a tie at the top shared, as the frontier's
+    # The frontier's own top-2 run, copied into a record, checks the replay.
+    training[1]["frontier_hierarchical"] = {
+        "documents": 2,
+        "scores": [0.1, 0.2, 0.3, 0.4, 0.9, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        "model_calls": 11,
+    }
+    assert "on 1 of the 1 examples" in script["replay_check"](training)
+    training[1]["frontier_hierarchical"]["model_calls"] = 12
+    assert "on 0 of the 1 examples" in script["replay_check"](training)
+    del training[1]["frontier_hierarchical"]
+    dev = example("hotpotqa_dev", [1.0, 0.3, 0.2, 0.1], 2)
+    assert script["chosen_rule"](training) == script["chosen_rule"]([*training, dev]) == (1, 0.5)
+    table = script["hierarchical_rules_table"]([*training, dev])
+    chosen = [line for line in table.splitlines() if "(chosen)" in line]
+    assert len(chosen) == 2 and all("top 1 + within 0.5 of the top (chosen)" in c for c in chosen)
+    assert "| 0.00 [0.00, 0.00] |" in chosen[1]  # the dev example it misses
+    assert script["chosen_rule"]([dev]) is None

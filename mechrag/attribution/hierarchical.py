@@ -4,7 +4,8 @@ AttriBoT's hierarchical trick (Liu, Kandpal and Raffel, ICLR 2025) applied to AR
 sources are grouped into documents by their ``paragraph``. Level one removes each document whole
 and scores it by the summed per-token JSD from the full context, as ARC-JSD scores a source.
 Level two scores, exactly as ARC-JSD does, every sentence of the ``documents`` documents that
-rank highest. Cost: the full context, the documents and the expanded sentences (one-sentence
+rank highest (with ``within``, also of every document scoring at least that fraction of the
+top one's score). Cost: the full context, the documents and the expanded sentences (one-sentence
 documents counted once; the screen's pass besides when ``screen`` is set), instead of ``1 +
 n_sentences`` subsets; every subset joins the case's cache, so a later exact ARC-JSD reuses them.
 
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from jaxtyping import Bool
+from jaxtyping import Bool, Float, Int
 
 from mechrag.attribution.base import SourceMethod
 from mechrag.errors import InputError
@@ -48,12 +49,34 @@ def document_masks(case) -> tuple[list[object], Bool[np.ndarray, "n_documents n_
     return documents, ~members
 
 
+def expanded_documents(
+    document_scores: Float[np.ndarray, " n_documents"],
+    sizes: Int[np.ndarray, " n_documents"],
+    documents: int,
+    within: float | None = None,
+) -> Bool[np.ndarray, " n_documents"]:
+    """The documents whose sentences are scored exactly: the ``documents`` that score highest
+    (ties by order), with ``within`` also every document scoring at least ``within`` times the
+    top one, and every one-sentence document (its level-one score is its sentence's exact
+    score). Shared by :class:`HierarchicalARCJSD` and ``make results``' replay of expansion
+    rules on recorded document scores (``experiments/make_results.py``: ``replayed_rule``)."""
+    scores = np.asarray(document_scores, dtype=np.float64)
+    expanded = np.zeros(len(scores), dtype=bool)
+    expanded[np.argsort(-scores, kind="stable")[:documents]] = True
+    top = scores.max(initial=0.0)
+    if within is not None and top > 0:
+        expanded |= scores >= within * top
+    return expanded | (np.asarray(sizes) == 1)
+
+
 @dataclass(frozen=True)
 class HierarchicalARCJSD(SourceMethod):
     """``documents``: how many of the top-scoring documents have their sentences scored
-    exactly; ``divergence``: as in :class:`~mechrag.attribution.arc_jsd.ARCJSD`; ``screen``: a
-    number of candidates (or a :class:`~mechrag.attribution.screening.SourceScreen`) that bounds
-    the sentences scored exactly inside the expanded documents."""
+    exactly; ``within``: also expand every document scoring at least this fraction of the top
+    document's score (an adaptive rule; ``None``: the top ``documents`` only); ``divergence``:
+    as in :class:`~mechrag.attribution.arc_jsd.ARCJSD`; ``screen``: a number of candidates (or a
+    :class:`~mechrag.attribution.screening.SourceScreen`) that bounds the sentences scored
+    exactly inside the expanded documents."""
 
     name: ClassVar[str] = "hierarchical"
     description: ClassVar[str] = (
@@ -62,12 +85,15 @@ class HierarchicalARCJSD(SourceMethod):
     refusal: ClassVar[str] = "hierarchical scores fixed document and sentence subsets"
     ignored: ClassVar[tuple[str, ...]] = ("seed", "reuse_scored")
     documents: int = 2
+    within: float | None = None
     divergence: str = "jsd"
     screen: int | SourceScreen | None = None
 
     def __post_init__(self) -> None:
         if int(self.documents) < 1:
             raise InputError(f"documents must be at least 1, got {self.documents}")
+        if self.within is not None and not 0 < self.within <= 1:
+            raise InputError(f"within must be in (0, 1], got {self.within}")
 
     def __call__(self, case):
         from mechrag.attribution.screening import SourceScreen, rank_below
@@ -81,15 +107,14 @@ class HierarchicalARCJSD(SourceMethod):
         if len(documents) > self.documents:
             document_tokens = case.token_divergences(removed, self.divergence)
             document_scores = document_tokens.sum(-1)
-            order = np.argsort(-document_scores, kind="stable")
-            expanded_documents = np.zeros(len(documents), dtype=bool)
-            expanded_documents[order[: self.documents]] = True
-            expanded_documents |= sizes == 1
+            chosen_documents = expanded_documents(
+                document_scores, sizes, documents=int(self.documents), within=self.within
+            )
             free = members[sizes == 1].any(0)
         else:
             document_scores = None
-            expanded_documents = np.ones(len(documents), dtype=bool)
-        expanded = members[expanded_documents].any(0)
+            chosen_documents = np.ones(len(documents), dtype=bool)
+        expanded = members[chosen_documents].any(0)
 
         candidates = expanded.copy()
         screen = estimate = None
@@ -124,8 +149,9 @@ class HierarchicalARCJSD(SourceMethod):
         metadata = {
             "divergence": self.divergence,
             "documents": int(self.documents),
+            "within": self.within,
             "n_documents": len(documents),
-            "expanded_documents": np.flatnonzero(expanded_documents).tolist(),
+            "expanded_documents": np.flatnonzero(chosen_documents).tolist(),
             "document_scores": None if document_scores is None else document_scores.tolist(),
             "exact": candidates.tolist(),
         }

@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--documents", type=int, default=None, help="documents expanded (hierarchical)"
     )
     parser.add_argument(
+        "--within",
+        type=float,
+        default=None,
+        help="also expand documents within this fraction of the top one's score (hierarchical)",
+    )
+    parser.add_argument(
         "--weights", default=None, help="fitted, localized, uniform or a file (attention)"
     )
     parser.add_argument("--proxy-model", default=None, help="the proxy model (proxy)")
@@ -50,7 +56,11 @@ def run(args: argparse.Namespace) -> None:
 
     check_html(args)
     method = resolve_method(args.method).with_settings(
-        budget=args.budget, documents=args.documents, weights=args.weights, proxy=args.proxy_model
+        budget=args.budget,
+        documents=args.documents,
+        within=args.within,
+        weights=args.weights,
+        proxy=args.proxy_model,
     )
     method.check_inputs()
     sources = read_sources(args, args.unit)
