@@ -1020,13 +1020,15 @@ def chosen_rule(records: list[dict]) -> tuple[int, float | None] | None:
     ``*_dev``) among those whose top-1 agreement reaches :data:`HIERARCHICAL_GOAL` at every
     training size: chosen without the dev records, which then report it."""
     training = grouped([r for r in records if not r["size"].endswith("_dev")], lambda r: r["size"])
+    if not training:
+        return None
     reaching = []
     for index, rule in enumerate(HIERARCHICAL_RULES):
         replayed = [[replayed_rule(r, *rule) for r in group] for group in training.values()]
         # A slack for tie-shared credits whose mean lands a rounding below the goal.
         if all(np.mean([c for c, _ in found]) >= HIERARCHICAL_GOAL - 1e-12 for found in replayed):
             reaching.append((sum(calls for found in replayed for _, calls in found), index))
-    return HIERARCHICAL_RULES[min(reaching)[1]] if training and reaching else None
+    return HIERARCHICAL_RULES[min(reaching)[1]] if reaching else None
 
 
 def replay_check(records: list[dict]) -> str:
