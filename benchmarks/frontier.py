@@ -124,14 +124,20 @@ def answers(example) -> list[str]:
     return [example.answer, *metadata.get("aliases", []), *metadata.get("answers", [])]
 
 
-def method_case(model, example, response: list[int], name: str, max_new_tokens: int):
+def method_case(
+    model, example, response: list[int], name: str, max_new_tokens: int, generated=None
+):
     """The case a method runs on: the recorded response given, or for
-    ``attention_after_generation`` a case that generates it again (off the method's clock) and
-    keeps the generation's cache; ``None``, said in one line, when that generation differs."""
+    ``attention_after_generation`` the case that generated it, which keeps the generation's
+    cache: ``generated`` when this run has just made the response with it, else a case that
+    generates it again (off the method's clock); ``None``, said in one line, when that
+    generation differs."""
     from mechrag import Case
 
     if name != "attention_after_generation":
         return Case.from_example(model, example, response=list(response))
+    if generated is not None:
+        return generated
     case = Case.from_example(model, example, max_new_tokens=max_new_tokens)
     if case.response_ids != list(response):
         print(f"skipped {example.id} for {name}: the generation differs from the recorded one")
@@ -139,17 +145,26 @@ def method_case(model, example, response: list[int], name: str, max_new_tokens: 
     return case
 
 
-def run_settings(args: argparse.Namespace) -> dict:
-    """What a record's content depends on besides its example and method: a resumed run reuses
-    only records made under the same settings (the shipped weights by their hash, for the
-    methods that read them: :func:`reusable`)."""
+def weights_hash(model_name: str) -> str | None:
+    """The shipped attention weights of ``model_name`` by a hash of their file (``None``
+    when none ship)."""
     import hashlib
 
     from mechrag.attribution.attention import shipped_weights_path
 
-    path = shipped_weights_path(args.model)
-    weights = hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
-    return {"model": args.model, "max_new_tokens": args.max_new_tokens, "weights": weights}
+    path = shipped_weights_path(model_name)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    """What a record's content depends on besides its example and method: a resumed run reuses
+    only records made under the same settings (the shipped weights by their hash, for the
+    methods that read them: :func:`reusable`)."""
+    return {
+        "model": args.model,
+        "max_new_tokens": args.max_new_tokens,
+        "weights": weights_hash(args.model),
+    }
 
 
 def reusable(record: dict, settings: dict) -> bool:
@@ -199,10 +214,12 @@ def run(args: argparse.Namespace) -> None:
             response = responses.get((size, example.id))
             if response is None and args.reuse_only:
                 continue
+            generated = None  # the case that made the response, kept for after-generation
             if response is None:
-                response = Case.from_example(
-                    model, example, max_new_tokens=args.max_new_tokens
-                ).response_ids
+                case = Case.from_example(model, example, max_new_tokens=args.max_new_tokens)
+                response = case.response_ids
+                if "attention_after_generation" in args.methods:
+                    generated = case
             for name in args.methods:
                 if (size, example.id, name) in done:
                     continue
@@ -214,9 +231,13 @@ def run(args: argparse.Namespace) -> None:
                     warm.reference_logprobs()
                     warmed.add(runs_on)
                 method = configured(name, args.model)
-                case = method_case(model, example, response, name, args.max_new_tokens)
+                case = method_case(
+                    model, example, response, name, args.max_new_tokens, generated=generated
+                )
                 if case is None:
                     continue
+                if case is generated:
+                    generated = None  # its cache now holds the method's passes too
                 result = method(case)
                 seconds = result.metadata["seconds"]  # the method's own clock (no model loads)
                 ranked = [result.sources[i].id for i in result.ranking]

@@ -26,8 +26,10 @@ import re
 import sys
 import textwrap
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy.stats import t as t_dist
@@ -1099,6 +1101,20 @@ FIT_LOSSES = (
 FIT_SETTINGS = {"l2": 1e-3, "seed": 0, "steps": 400, "learning_rate": 0.01}
 
 
+@contextmanager
+def one_torch_thread():
+    """Torch on one thread inside the block, so that the fits' sums, and with them near-ties,
+    do not depend on the machine's cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @table(
     "fit_losses",
     run="fit_attention_smollm2",
@@ -1114,15 +1130,11 @@ def fit_losses_table(records: list[dict]) -> str:
     """Which loss of the attention fit generalises to a held-out training case, by
     leave-one-case-out on the records (no model pass; one torch thread, so that the fits' sums,
     and with them near-ties, do not depend on the machine's cores)."""
-    import torch
-
     from mechrag.attribution.attention_fit import fit_head_weights, fit_quality
 
     designs = [np.asarray(r["design"], float) for r in records]
     targets = [np.asarray(r["scores"], float) for r in records]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         held_out = []
         for variant in FIT_LOSSES:
             outcomes = []
@@ -1135,8 +1147,6 @@ def fit_losses_table(records: list[dict]) -> str:
                 case = slice(index, index + 1)
                 outcomes.append(fit_quality(weights, designs[case], targets[case]))
             held_out.append(outcomes)
-    finally:
-        torch.set_num_threads(threads)
     baseline = np.array([o["top1"] for o in held_out[0]], bool)
     rows = []
     for variant, outcomes in zip(FIT_LOSSES, held_out):
@@ -1161,6 +1171,188 @@ def fit_losses_table(records: list[dict]) -> str:
 
 table("fit_losses_gemma3", run="fit_attention_gemma3", key=lambda record: record["key"],
       note=TABLES["fit_losses"].note, optional=True)(fit_losses_table)  # fmt: skip
+
+
+# The training sets the fit-size table refits on, by the fit-size records' size labels ("shipped":
+# the shipped fit's own cases), in order of growth; None: the shipped weights as they are. A set
+# that adds no case to the one before it (its run has no such records) is left out.
+FIT_SIZE_TRAINING = (
+    None,
+    ("shipped",),
+    ("shipped", "10", "20", "40"),
+    ("shipped", "10", "20", "40", "hotpotqa"),
+    ("shipped", "10", "20", "40", "hotpotqa", "musique"),
+    ("hotpotqa", "musique"),
+)
+# The label of each evaluation set's fit on itself, scored on itself: how far head-weighted
+# attention follows exact ARC-JSD on the very cases it was fitted on (not held out).
+FIT_SIZE_IN_SAMPLE = "in sample: fitted on the scored cases themselves (not held out)"
+FIT_SIZE_CUTS = ("10", "20", "40")  # HotpotQA training cut to this many sentences
+FIT_SIZE_WHOLE = {
+    "hotpotqa": "HotpotQA training, whole contexts",
+    "musique": "MuSiQue training, whole contexts",
+}
+# Where each fit is scored, on the questions none of its cases came from.
+FIT_SIZE_EVALUATION = {
+    "hotpotqa_dev": "HotpotQA dev, whole contexts",
+    "musique": "MuSiQue training, whole contexts",
+    "hotpotqa": "HotpotQA training, whole contexts",
+}
+
+
+class AttentionFit(NamedTuple):
+    """One fit of the fit-size table: its label, its training cases, whether it is the shipped
+    weights as they are (not refitted), the questions (dataset, id) it may not be scored on, and
+    the sizes it is scored on."""
+
+    label: str
+    training: list[dict]
+    as_shipped: bool
+    unscored: set[tuple[str, str]]
+    evaluation: tuple[str, ...]
+
+
+def fit_size_groups(sizes: set[str]) -> str:
+    """The record groups of ``sizes`` in words: ``HotpotQA training cut to 10 and 20 sentences;
+    MuSiQue training, whole contexts``."""
+    cuts = [size for size in FIT_SIZE_CUTS if size in sizes]
+    words = []
+    if cuts:
+        counts = ", ".join(cuts[:-1]) + " and " + cuts[-1] if len(cuts) > 1 else cuts[0]
+        words.append(f"HotpotQA training cut to {counts} sentences")
+    words += [text for size, text in FIT_SIZE_WHOLE.items() if size in sizes]
+    return "; ".join(words)
+
+
+def shipped_fitted_weights(model: str) -> np.ndarray:
+    """The fitted head weights that ship for ``model``, flattened layer-major (no model pass)."""
+    from mechrag.attribution.attention import AttentionWeights, shipped_weights_path
+
+    return AttentionWeights.load(shipped_weights_path(model)).fitted.reshape(-1)
+
+
+def shipped_replay_check(records: list[dict], weights: np.ndarray) -> str:
+    """Whether the shipped weights times each recorded design give the frontier's own
+    fitted-attention scores of the example (the designs are the frontier's features)."""
+    checked = [r for r in records if "frontier_fitted_scores" in r]
+    if not checked:
+        return "No record has the frontier's fitted-attention scores to check the designs by."
+    gaps = [
+        np.max(np.abs(np.asarray(r["design"]) @ weights - r["frontier_fitted_scores"]))
+        / max(np.max(np.abs(r["frontier_fitted_scores"])), 1e-300)
+        for r in checked
+    ]
+    agree = sum(gap < 1e-3 for gap in gaps)  # the designs are rounded to 6 decimals
+    return (
+        f"Check: the shipped weights times each design give the frontier's fitted-attention "
+        f"scores of the example on {agree} of {len(checked)} examples that have them (largest "
+        f"difference {max(gaps):.1e} of the example's largest score)."
+    )
+
+
+@table(
+    "fit_size",
+    run="fit_size_smollm2",
+    key=lambda record: (record["size"], record["id"]),
+    note="Per training set of the attention fit (the Pearson loss, L2 0.001, seed 0, 400 Adam "
+    "steps at rate 0.01, one thread; targets: exact ARC-JSD from the frontier's records; + adds "
+    "to the set above) and per evaluation set (its examples whose question no training case came "
+    "from; in sample: the fit's own training cases): top-1 agreement with exact ARC-JSD (ties "
+    "broken at random, in expectation) and Spearman [95% bootstrap CI]; gained / lost: examples "
+    "whose top-1 agrees under this fit and not under the shipped weights, and the reverse (a tie "
+    "at the top counts as not agreeing), with their exact McNemar p.",
+    optional=True,
+)
+def fit_size_table(records: list[dict]) -> str:
+    """Whether more training cases, or cases at the full context, lift the fitted attention's
+    agreement with exact ARC-JSD on unseen questions (no model pass)."""
+    from scipy.stats import spearmanr
+
+    from mechrag.attribution.attention_fit import fit_head_weights
+
+    (model,) = {r["model"] for r in records}
+    shipped = shipped_fitted_weights(model)
+    design = {id(r): np.asarray(r["design"], float) for r in records}
+
+    def scored(weights: np.ndarray, cases: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        predictions = [design[id(r)] @ weights for r in cases]
+        exact = [np.asarray(r["exact_scores"], float) for r in cases]
+        agrees = [within_top_credit(p, int(np.argmax(y)), 1) for p, y in zip(predictions, exact)]
+        rhos = [spearmanr(p, y).statistic for p, y in zip(predictions, exact)]
+        return np.array(agrees), np.nan_to_num(np.array(rhos, float))
+
+    def fits():
+        """Each row group's :class:`AttentionFit`, in the table's order."""
+        previous = []
+        for sizes in FIT_SIZE_TRAINING:
+            training = [r for r in records if r["size"] in (sizes or ("shipped",))]
+            present, before = {r["size"] for r in training}, {r["size"] for r in previous}
+            seen = {(r["dataset"], r["id"]) for r in training}
+            if sizes is None:
+                yield AttentionFit("the shipped weights, as shipped", training, True, seen,
+                                   tuple(FIT_SIZE_EVALUATION))  # fmt: skip
+                continue
+            if not training or [id(r) for r in training] == [id(r) for r in previous]:
+                continue  # the set adds no case to the one before it
+            previous = training
+            if present == {"shipped"}:
+                label = "the shipped fit's cases, refitted"
+            elif before < present:
+                label = f"+ {fit_size_groups(present - before)}"
+            else:
+                label = f"only {fit_size_groups(present)}"
+            yield AttentionFit(label, training, False, seen, tuple(FIT_SIZE_EVALUATION))
+        for size in FIT_SIZE_EVALUATION:
+            training = [r for r in records if r["size"] == size]
+            if training:
+                yield AttentionFit(FIT_SIZE_IN_SAMPLE, training, False, set(), (size,))
+
+    rows, shipped_agrees = [], {}
+    with one_torch_thread():
+        for label, training, as_shipped, unscored, evaluation in fits():
+            weights = shipped if as_shipped else fit_head_weights(
+                [design[id(r)] for r in training],
+                [np.asarray(r["exact_scores"], float) for r in training],
+                loss="pearson", **FIT_SETTINGS,
+            )  # fmt: skip
+            for size in evaluation:
+                cases = [
+                    r
+                    for r in records
+                    if r["size"] == size and (r["dataset"], r["id"]) not in unscored
+                ]
+                if not cases:
+                    continue
+                agrees, rhos = scored(weights, cases)
+                chosen = tuple(id(r) for r in cases)
+                if chosen not in shipped_agrees:
+                    shipped_agrees[chosen] = scored(shipped, cases)[0]
+                baseline = shipped_agrees[chosen]
+                changed = "—" if as_shipped else (
+                    f"{int(((agrees == 1) & (baseline < 1)).sum())} / "
+                    f"{int(((agrees < 1) & (baseline == 1)).sum())} "
+                    f"(p {p_text(mcnemar_exact(agrees == 1, baseline == 1))})"
+                )  # fmt: skip
+                rows.append(
+                    [
+                        label,
+                        str(len(training)),
+                        FIT_SIZE_EVALUATION[size],
+                        str(len(cases)),
+                        interval(agrees),
+                        interval(rhos, sign=True),
+                        changed,
+                    ]
+                )
+    header = [
+        "fit on", "training cases", "scored on", "n", "top-1 agrees with exact",
+        "Spearman with exact", "gained / lost against the shipped weights",
+    ]  # fmt: skip
+    return f"{markdown(header, rows)}\n\n{shipped_replay_check(records, shipped)}"
+
+
+table("fit_size_gemma3", run="fit_size_gemma3", key=TABLES["fit_size"].key,
+      note=TABLES["fit_size"].note, optional=True)(fit_size_table)  # fmt: skip
 
 
 # The frontier's sizes that are the paper's own setting (and SQuAD's long-context setting, which

@@ -99,13 +99,22 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
 def test_attention_after_generation_continues_the_generations_cache(
     tiny_llama, monkeypatch, tmp_path, capsys
 ):
-    """On the case that generated the response, attention runs two response-length passes and
-    scores as a fresh case does; a recorded response the model does not generate is skipped in
-    one line, with no record."""
+    """On the case that generated the response (the run's own generation: the response is
+    generated once), attention runs two response-length passes and scores as a fresh case does;
+    a recorded response the model does not generate is skipped in one line, with no record."""
+    from mechrag import Case
     from mechrag.attribution.attention import AttentionAttribution
 
     script = runpy.run_path(str(SCRIPT))
     monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    generations = []
+    from_example = Case.from_example.__func__
+
+    def counted(cls, model, example, **options):
+        generations.extend([example.id] if options.get("response") is None else [])
+        return from_example(cls, model, example, **options)
+
+    monkeypatch.setattr(Case, "from_example", classmethod(counted))
     uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
     monkeypatch.setitem(script["run"].__globals__, "configured", uniform)
     args = SimpleNamespace(
@@ -115,6 +124,7 @@ def test_attention_after_generation_continues_the_generations_cache(
     )  # fmt: skip
     script["run"](args)
     fresh, generated = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
+    assert len(generations) == 1
     n_response, n_prompt = len(fresh["response_ids"]), fresh["prompt_tokens"]
     assert generated["method"] == "attention_after_generation"
     assert generated["response_ids"] == fresh["response_ids"]

@@ -742,3 +742,73 @@ def test_the_hierarchical_rule_is_chosen_on_training_records_alone(script):
     assert len(chosen) == 2 and all("top 1 + within 0.5 of the top (chosen)" in c for c in chosen)
     assert "| 0.00 [0.00, 0.00] |" in chosen[1]  # the dev example it misses
     assert script["chosen_rule"]([dev]) is None
+
+
+def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(script):
+    """Cases whose every head ranks the sources as exact ARC-JSD does: each fit agrees on all of
+    them, so the rows say which cases each fit was scored on (each evaluation set also fitted on
+    itself, last); one dev case with random heads is
+    scored by hand under the shipped weights, and the replay check counts the frontier scores
+    that the shipped weights give back."""
+    rng = np.random.default_rng(5)
+    shipped = script["shipped_fitted_weights"]("smollm2-135m")
+
+    def case(size: str, dataset: str, example_id: str, aligned: bool = True) -> dict:
+        exact = rng.permutation(6) / 6.0  # gaps of 1/6, far above the heads' noise
+        noise = rng.random((6, len(shipped)))
+        design = np.outer(exact, np.ones(len(shipped))) + 0.01 * noise if aligned else noise
+        return {"size": size, "dataset": dataset, "id": example_id, "model": "smollm2-135m",
+                "design": design.tolist(), "exact_scores": exact.tolist()}  # fmt: skip
+
+    # One shipped case shares its question with a dev case: no fit with it is scored on that.
+    found = [case("shipped", "hotpotqa", "s0"), case("shipped", "hotpotqa", "d0")]
+    found += [case("shipped", "musique", f"s{i}") for i in range(2, 4)]
+    found += [case(size, "hotpotqa", f"q{i}") for size in ("10", "20", "40", "hotpotqa")
+              for i in range(3)]  # fmt: skip
+    found += [case("musique", "musique", f"m{i}") for i in range(3)]
+    found += [case("hotpotqa_dev", "hotpotqa", f"d{i}") for i in range(2)]
+    found.append(case("hotpotqa_dev", "hotpotqa", "d2", aligned=False))
+    whole = [r for r in found if r["size"] == "hotpotqa"]
+    for record in whole:
+        record["frontier_fitted_scores"] = (np.asarray(record["design"]) @ shipped).tolist()
+    whole[2]["frontier_fitted_scores"][0] += 1.0
+
+    table = script["fit_size_table"](found)
+    rows = [
+        [cell.strip() for cell in line.strip("|").split(" | ")]
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith("| fit on")
+    ]
+    scored = [(cells[1], cells[2], cells[3]) for cells in rows]
+    evaluation = script["FIT_SIZE_EVALUATION"]
+    dev, musique, hotpotqa = (evaluation[size] for size in ("hotpotqa_dev", "musique", "hotpotqa"))
+    assert scored == [
+        ("4", dev, "2"), ("4", musique, "3"), ("4", hotpotqa, "3"),
+        ("4", dev, "2"), ("4", musique, "3"), ("4", hotpotqa, "3"),
+        ("13", dev, "2"), ("13", musique, "3"),  # not the whole contexts of their questions
+        ("16", dev, "2"), ("16", musique, "3"),
+        ("19", dev, "2"),
+        ("6", dev, "3"),
+        ("3", dev, "3"), ("3", musique, "3"), ("3", hotpotqa, "3"),  # each fitted on itself
+    ]  # fmt: skip
+    labels = list(dict.fromkeys(cells[0] for cells in rows))
+    assert labels == [
+        "the shipped weights, as shipped",
+        "the shipped fit's cases, refitted",
+        "+ HotpotQA training cut to 10, 20 and 40 sentences",
+        "+ HotpotQA training, whole contexts",
+        "+ MuSiQue training, whole contexts",
+        "only HotpotQA training, whole contexts; MuSiQue training, whole contexts",
+        script["FIT_SIZE_IN_SAMPLE"],
+    ]
+    random_case = found[-1]
+    prediction = np.asarray(random_case["design"]) @ shipped
+    by_hand = (1 + float(np.argmax(prediction) == np.argmax(random_case["exact_scores"]))) / 2
+    assert rows[0][4].startswith(f"{by_hand:.2f} [")
+    assert all(cells[4] == "1.00 [1.00, 1.00]" for cells in rows if cells[2] != dev)
+    assert "on 2 of 3 examples that have them" in table
+    # Without MuSiQue's whole contexts, the sets that would add them add nothing: left out.
+    fewer = script["fit_size_table"]([r for r in found if r["size"] != "musique"])
+    lines = [line.strip("|").split(" | ") for line in fewer.splitlines()[2:] if "| " in line]
+    assert [cells[1] for cells in lines] == ["4", "4", "4", "4", "13", "16", "3", "3", "3"]
+    assert lines[-3][0].strip() == "only HotpotQA training, whole contexts"
