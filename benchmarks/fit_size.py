@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
-EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
 SHIPPED = "shipped"  # the size label of the shipped fit's own training records
 # Attention masses are stored to this many decimals (a score, their weighted mean, is then off by
 # at most 5e-7), which keeps a run's records under 5 MB compressed.
@@ -62,7 +61,6 @@ def shipped_fit_records(folder: str, model: str) -> list[dict]:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag import Case
     from mechrag.attribution.attention import attention_features
     from mechrag.models import load_model
     from mechrag.outputs import append_jsonl, run_records
@@ -90,35 +88,30 @@ def run(args: argparse.Namespace) -> None:
     if all(key in done for key in exact if key[0] in args.sizes):
         return
     model = load_model(args.model)
-    for size in args.sizes:
-        wanted = {key[1] for key in exact if key[0] == size and key not in done}
-        examples = FRONTIER["examples_of_size"](size, EVERY_EXAMPLE) if wanted else []
-        for example in (e for e in examples if e.id in wanted):
-            reference = exact[size, example.id]
-            case = Case.from_example(model, example, response=list(reference["response_ids"]))
-            if [s.id for s in case.sources] != reference["source_ids"]:
-                raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
-            start = time.perf_counter()
-            design = attention_features(case).design().round(DESIGN_DECIMALS)
-            seconds = time.perf_counter() - start
-            record = {
-                "size": size,
-                "id": example.id,
-                "dataset": example.dataset,
-                "model": args.model,
-                "threads": torch.get_num_threads(),
-                "source_ids": reference["source_ids"],
-                "response_ids": reference["response_ids"],
-                "design": design.tolist(),
-                "exact_scores": reference["scores"],
-                "seconds": seconds,
-            }
-            own = fitted.get((size, example.id))
-            if own is not None and own["response_ids"] == reference["response_ids"]:
-                record["frontier_fitted_scores"] = own["scores"]
-            append_jsonl(out / "records.jsonl", record)
-            print(f"{size:>12} {example.id[:10]} {case.n_sources:3d} sources {seconds:6.1f} s",
-                  flush=True)  # fmt: skip
+    for size, example, reference, case in FRONTIER["recorded_cases"](
+        model, exact, args.sizes, done
+    ):
+        start = time.perf_counter()
+        design = attention_features(case).design().round(DESIGN_DECIMALS)
+        seconds = time.perf_counter() - start
+        record = {
+            "size": size,
+            "id": example.id,
+            "dataset": example.dataset,
+            "model": args.model,
+            "threads": torch.get_num_threads(),
+            "source_ids": reference["source_ids"],
+            "response_ids": reference["response_ids"],
+            "design": design.tolist(),
+            "exact_scores": reference["scores"],
+            "seconds": seconds,
+        }
+        own = fitted.get((size, example.id))
+        if own is not None and own["response_ids"] == reference["response_ids"]:
+            record["frontier_fitted_scores"] = own["scores"]
+        append_jsonl(out / "records.jsonl", record)
+        print(f"{size:>12} {example.id[:10]} {case.n_sources:3d} sources {seconds:6.1f} s",
+              flush=True)  # fmt: skip
 
 
 def main() -> None:

@@ -65,6 +65,7 @@ WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
 SCREEN_CANDIDATES = 5
 HIERARCHICAL_DOCUMENTS = 2
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
+EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
 
 
 def configured(name: str, model_name: str):
@@ -102,6 +103,24 @@ def examples_of_size(size: str, count: int) -> list:
         return load_squad_articles(n=count)
     examples = load_examples("hotpotqa", unit="sentence")[:count]
     return [cut_to_sentences(e, int(size)) for e in examples]
+
+
+def recorded_cases(model, exact: dict, sizes, done: set):
+    """For each example of ``sizes`` that has an exact ARC-JSD record in ``exact`` (by size and
+    id) and is not in ``done``: its size, the example, that record and a fresh case on the
+    recorded response, its sources checked against the record's (the replays of these records
+    run one pass on each)."""
+    from mechrag import Case
+
+    for size in sizes:
+        wanted = {key[1] for key in exact if key[0] == size and key not in done}
+        examples = examples_of_size(size, EVERY_EXAMPLE) if wanted else []
+        for example in (e for e in examples if e.id in wanted):
+            reference = exact[size, example.id]
+            case = Case.from_example(model, example, response=list(reference["response_ids"]))
+            if [s.id for s in case.sources] != reference["source_ids"]:
+                raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
+            yield size, example, reference, case
 
 
 def unseen(model, examples) -> list:

@@ -29,7 +29,6 @@ import time
 from pathlib import Path
 
 FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
-EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
 
 
 def level_one(case) -> dict:
@@ -54,7 +53,6 @@ def level_one(case) -> dict:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag import Case
     from mechrag.models import load_model
     from mechrag.outputs import append_jsonl, run_records
 
@@ -68,42 +66,37 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["size"], r["id"]) for r in run_records(out)}
     model = load_model(args.model)
-    for size in args.sizes:
-        wanted = {key[1] for key in exact if key[0] == size and key not in done}
-        examples = FRONTIER["examples_of_size"](size, EVERY_EXAMPLE) if wanted else []
-        for example in (e for e in examples if e.id in wanted):
-            reference = exact[size, example.id]
-            case = Case.from_example(model, example, response=list(reference["response_ids"]))
-            if [s.id for s in case.sources] != reference["source_ids"]:
-                raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
-            record = level_one(case)
-            own = hierarchical.get((size, example.id))
-            if own is not None and own["response_ids"] == reference["response_ids"]:
-                record["frontier_hierarchical"] = {
-                    "documents": FRONTIER["HIERARCHICAL_DOCUMENTS"],
-                    "scores": own["scores"],
-                    "model_calls": own["model_calls"],
-                }
-            append_jsonl(
-                out / "records.jsonl",
-                {
-                    "size": size,
-                    "id": example.id,
-                    "dataset": example.dataset,
-                    "model": args.model,
-                    "threads": torch.get_num_threads(),
-                    "source_ids": reference["source_ids"],
-                    "response_ids": reference["response_ids"],
-                    "exact_scores": reference["scores"],
-                    "exact_model_calls": reference["model_calls"],
-                    **record,
-                },
-            )
-            print(
-                f"{size:>12} {example.id[:10]} {len(record['document_scores'])} documents "
-                f"{record['seconds']:6.1f} s",
-                flush=True,
-            )
+    for size, example, reference, case in FRONTIER["recorded_cases"](
+        model, exact, args.sizes, done
+    ):
+        record = level_one(case)
+        own = hierarchical.get((size, example.id))
+        if own is not None and own["response_ids"] == reference["response_ids"]:
+            record["frontier_hierarchical"] = {
+                "documents": FRONTIER["HIERARCHICAL_DOCUMENTS"],
+                "scores": own["scores"],
+                "model_calls": own["model_calls"],
+            }
+        append_jsonl(
+            out / "records.jsonl",
+            {
+                "size": size,
+                "id": example.id,
+                "dataset": example.dataset,
+                "model": args.model,
+                "threads": torch.get_num_threads(),
+                "source_ids": reference["source_ids"],
+                "response_ids": reference["response_ids"],
+                "exact_scores": reference["scores"],
+                "exact_model_calls": reference["model_calls"],
+                **record,
+            },
+        )
+        print(
+            f"{size:>12} {example.id[:10]} {len(record['document_scores'])} documents "
+            f"{record['seconds']:6.1f} s",
+            flush=True,
+        )
 
 
 def main() -> None:

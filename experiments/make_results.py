@@ -857,6 +857,11 @@ def top1_credit(scores: list[float], targets: set[int]) -> float:
     return float(np.mean([i in targets for i in tied]))
 
 
+def size_and_id(record: dict) -> tuple[str, str]:
+    """What identifies a record of a replay of the frontier's examples: its size and example."""
+    return record["size"], record["id"]
+
+
 def within_top_credit(scores: list[float], target: int, depth: int) -> float:
     """The chance that source ``target`` is among the ``depth`` top-ranked sources when ties
     are broken at random: it takes each place among those tied with it equally often."""
@@ -1054,7 +1059,7 @@ def replay_check(records: list[dict]) -> str:
 @table(
     "hierarchical_rules",
     run="hierarchical_smollm2",
-    key=lambda record: (record["size"], record["id"]),
+    key=size_and_id,
     note="Per size and expansion rule of hierarchical ARC-JSD, replayed on each example's "
     "recorded document scores and exact ARC-JSD's sentence scores (no model pass): top-1 agrees "
     "with exact = exact's top sentence lies in an expanded document (ties at the top shared); "
@@ -1253,7 +1258,7 @@ def shipped_replay_check(records: list[dict], weights: np.ndarray) -> str:
 @table(
     "fit_size",
     run="fit_size_smollm2",
-    key=lambda record: (record["size"], record["id"]),
+    key=size_and_id,
     note="Per training set of the attention fit (the Pearson loss, L2 0.001, seed 0, 400 Adam "
     "steps at rate 0.01, one thread; targets: exact ARC-JSD from the frontier's records; + adds "
     "to the set above) and per evaluation set (its examples whose question no training case came "
