@@ -812,3 +812,42 @@ def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(scrip
     lines = [line.strip("|").split(" | ") for line in fewer.splitlines()[2:] if "| " in line]
     assert [cells[1] for cells in lines] == ["4", "4", "4", "4", "13", "16", "3", "3", "3"]
     assert lines[-3][0].strip() == "only HotpotQA training, whole contexts"
+
+
+def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases(script):
+    """Two feature sets on three cases of one size: agreement counted by hand (one tie at the
+    top, half credit), gained / lost against ``mean`` per case, and the cost table's ratio of
+    summed seconds."""
+    exact = [0.1, 0.9, 0.3]
+
+    def prediction(features: str, example_id: str, scores: list[float]) -> dict:
+        return {"kind": "prediction", "features": features, "group": "HotpotQA dev",
+                "size": "hotpotqa_dev", "id": example_id, "training_cases": 7,
+                "scores": scores, "exact_scores": exact}  # fmt: skip
+
+    records = [
+        prediction("mean", "a", [0.0, 1.0, 0.5]),  # agrees
+        prediction("mean", "b", [1.0, 0.0, 0.5]),  # does not
+        prediction("mean", "c", [0.0, 1.0, 1.0]),  # tied at the top: half
+        prediction("weighted+peak", "a", [1.0, 0.0, 0.5]),  # lost
+        prediction("weighted+peak", "b", [0.0, 1.0, 0.5]),  # gained
+        prediction("weighted+peak", "c", [0.0, 1.0, 0.5]),  # gained (a tie does not agree)
+    ]
+    records += [
+        {"kind": "passes", "size": "hotpotqa_dev", "id": example_id, "exact_seconds": exact_s,
+         "attention_seconds": attention_s, "no_source_seconds": 1.0}
+        for example_id, exact_s, attention_s in (("a", 30.0, 2.0), ("b", 50.0, 3.0))
+    ]  # fmt: skip
+    table = script["attention_features_table"](records)
+    rows = [
+        [cell.strip() for cell in line.strip("|").split(" | ")]
+        for line in table.splitlines()
+        if line.startswith("| ") and not line.startswith(("| features", "| examples"))
+    ]
+    dev = script["FEATURE_SCORED"]["hotpotqa_dev"]
+    assert rows[0][:4] == ["mean", dev, "7", "3"] and rows[0][4].startswith("0.50 [")
+    assert rows[0][6] == "—"
+    assert rows[1][:4] == ["weighted + peak", dev, "7", "3"] and rows[1][4].startswith("0.67 [")
+    assert rows[1][6] == "2 / 1 (p 1)"
+    assert rows[2][:3] == [dev, "2", "2.5"]
+    assert rows[2][5].startswith("16.0x [") and rows[2][6].startswith("11.4x [")  # 80/5, 80/7
