@@ -1097,6 +1097,26 @@ def hierarchical_rules_table(records: list[dict]) -> str:
 
 # The fit's losses compared by leave-one-case-out on the training records, each refitted without
 # the held-out case under the shipped fits' settings.
+def gained_lost(agrees, baseline) -> str:
+    """Cases that agree (full credit: a tie at the top does not) under one fit and not under
+    its baseline, the reverse, and their exact McNemar p: ``2 / 1 (p 1)``."""
+    now, before = np.asarray(agrees) == 1, np.asarray(baseline) == 1
+    return (
+        f"{int((now & ~before).sum())} / {int((~now & before).sum())} "
+        f"(p {p_text(mcnemar_exact(now, before))})"
+    )
+
+
+def top1_and_spearman(predicted, exact) -> tuple[float, float]:
+    """How far one case's predicted scores follow its exact ones: the top-1 credit (ties broken
+    at random, in expectation) and the Spearman correlation (0 where it is undefined)."""
+    from scipy.stats import spearmanr
+
+    top = within_top_credit(predicted, int(np.argmax(exact)), 1)
+    rho = spearmanr(predicted, exact).statistic
+    return top, 0.0 if np.isnan(rho) else float(rho)
+
+
 FIT_LOSSES = (
     {"loss": "pearson"},
     {"loss": "listwise", "temperature": 0.1},
@@ -1156,10 +1176,7 @@ def fit_losses_table(records: list[dict]) -> str:
     rows = []
     for variant, outcomes in zip(FIT_LOSSES, held_out):
         agrees = np.array([o["top1"] for o in outcomes], bool)
-        changed = "—" if variant is FIT_LOSSES[0] else (
-            f"{int((agrees & ~baseline).sum())} / {int((~agrees & baseline).sum())} "
-            f"(p {p_text(mcnemar_exact(agrees, baseline))})"
-        )  # fmt: skip
+        changed = "—" if variant is FIT_LOSSES[0] else gained_lost(agrees, baseline)
         rows.append(
             [
                 variant["loss"],
@@ -1271,8 +1288,6 @@ def shipped_replay_check(records: list[dict], weights: np.ndarray) -> str:
 def fit_size_table(records: list[dict]) -> str:
     """Whether more training cases, or cases at the full context, lift the fitted attention's
     agreement with exact ARC-JSD on unseen questions (no model pass)."""
-    from scipy.stats import spearmanr
-
     from mechrag.attribution.attention_fit import fit_head_weights
 
     (model,) = {r["model"] for r in records}
@@ -1280,11 +1295,10 @@ def fit_size_table(records: list[dict]) -> str:
     design = {id(r): np.asarray(r["design"], float) for r in records}
 
     def scored(weights: np.ndarray, cases: list[dict]) -> tuple[np.ndarray, np.ndarray]:
-        predictions = [design[id(r)] @ weights for r in cases]
-        exact = [np.asarray(r["exact_scores"], float) for r in cases]
-        agrees = [within_top_credit(p, int(np.argmax(y)), 1) for p, y in zip(predictions, exact)]
-        rhos = [spearmanr(p, y).statistic for p, y in zip(predictions, exact)]
-        return np.array(agrees), np.nan_to_num(np.array(rhos, float))
+        agrees, rhos = zip(
+            *(top1_and_spearman(design[id(r)] @ weights, r["exact_scores"]) for r in cases)
+        )
+        return np.array(agrees), np.array(rhos)
 
     def fits():
         """Each row group's :class:`AttentionFit`, in the table's order."""
@@ -1333,11 +1347,7 @@ def fit_size_table(records: list[dict]) -> str:
                 if chosen not in shipped_agrees:
                     shipped_agrees[chosen] = scored(shipped, cases)[0]
                 baseline = shipped_agrees[chosen]
-                changed = "—" if as_shipped else (
-                    f"{int(((agrees == 1) & (baseline < 1)).sum())} / "
-                    f"{int(((agrees < 1) & (baseline == 1)).sum())} "
-                    f"(p {p_text(mcnemar_exact(agrees == 1, baseline == 1))})"
-                )  # fmt: skip
+                changed = "—" if as_shipped else gained_lost(agrees, baseline)
                 rows.append(
                     [
                         label,
@@ -1396,17 +1406,13 @@ def features_key(record: dict) -> tuple:
 def attention_features_table(records: list[dict]) -> str:
     """Whether richer attention features than the response-averaged mass follow exact ARC-JSD
     more closely on questions no fit saw (the fits ran in the benchmark; records -> table)."""
-    from scipy.stats import spearmanr
-
     predicted = [r for r in records if r["kind"] == "prediction"]
     by_set: dict[str, dict[tuple[str, str], dict]] = {}
     for record in predicted:
         by_set.setdefault(record["features"], {})[record["size"], record["id"]] = record
 
     def agreement(record: dict) -> tuple[float, float]:
-        top = within_top_credit(record["scores"], int(np.argmax(record["exact_scores"])), 1)
-        rho = spearmanr(record["scores"], record["exact_scores"]).statistic
-        return top, 0.0 if np.isnan(rho) else float(rho)
+        return top1_and_spearman(record["scores"], record["exact_scores"])
 
     rows = []
     baseline = by_set.get(BASELINE_FEATURES, {})
@@ -1419,12 +1425,7 @@ def attention_features_table(records: list[dict]) -> str:
             if features == BASELINE_FEATURES or not all(key in baseline for key in keys):
                 changed = "—"
             else:
-                before = np.array([agreement(baseline[key])[0] for key in keys])
-                changed = (
-                    f"{int(((agrees == 1) & (before < 1)).sum())} / "
-                    f"{int(((agrees < 1) & (before == 1)).sum())} "
-                    f"(p {p_text(mcnemar_exact(agrees == 1, before == 1))})"
-                )
+                changed = gained_lost(agrees, [agreement(baseline[key])[0] for key in keys])
             rows.append(
                 [
                     features.replace("+", " + "),

@@ -1,6 +1,12 @@
-"""Small helpers shared by the intervention tests (hooks and gates)."""
+"""Small helpers shared by the tests: the intervention tests (hooks and gates) and the
+benchmarks' replays of a frontier run."""
 
 from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -21,3 +27,21 @@ def batch_logits(model):
     ids, attention = Engine(model).batch_inputs(SEQUENCES)
     with torch.no_grad():
         return model(ids, attention_mask=attention)
+
+
+def tiny_frontier_run(tiny_llama, monkeypatch, out: Path, *, examples: int) -> list[dict]:
+    """``benchmarks/frontier.py`` with exact ARC-JSD and uniformly weighted attention (as
+    ``attention_fitted``) on a tiny model at 10 sentences; its records."""
+    from mechrag.attribution.attention import AttentionAttribution
+
+    frontier = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks/frontier.py"))
+    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
+    monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)
+    frontier["run"](
+        SimpleNamespace(
+            model="smollm2-135m", sizes=["10"], methods=["exact", "attention_fitted"],
+            examples=examples, max_new_tokens=3, threads=1, reuse_only=False, out=str(out),
+        )  # fmt: skip
+    )
+    return [json.loads(line) for line in (out / "records.jsonl").open()]

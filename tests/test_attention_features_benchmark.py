@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from helpers import tiny_frontier_run
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -48,21 +49,8 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
     context holds no longer or later one): its ``mean`` kind's mean over heads is the
     frontier's attention scores; each feature set predicts every case once, from a fit on the
     other group's cases only; a rerun reuses the cached passes and writes the same records."""
-    from mechrag.attribution.attention import AttentionAttribution
-
-    frontier = runpy.run_path(str(BENCHMARKS / "frontier.py"))
-    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
-    uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
-    monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)
     frontier_out = tmp_path / "frontier"
-    frontier["run"](
-        SimpleNamespace(
-            model="smollm2-135m", sizes=["10"],
-            methods=["exact", "attention_fitted"], examples=2, max_new_tokens=3, threads=1,
-            reuse_only=False, out=str(frontier_out),
-        )  # fmt: skip
-    )
-    ran = [json.loads(line) for line in (frontier_out / "records.jsonl").open()]
+    ran = tiny_frontier_run(tiny_llama, monkeypatch, frontier_out, examples=2)
     script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
     lowest = min(r["id"] for r in ran if r["method"] == "exact")
     in_groups = lambda case: "first" if case["id"] == lowest else "second"  # noqa: E731

@@ -8,6 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+from helpers import tiny_frontier_run
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -17,20 +18,8 @@ def test_designs_give_back_the_frontiers_attention_scores(tiny_llama, monkeypatc
     the fit-size run on its records: one record per exact record, with exact's scores, and a
     design whose uniform mean over heads is the attention method's scores; the shipped fit's
     records of this model are copied in once, another model's not at all."""
-    from mechrag.attribution.attention import AttentionAttribution
-
-    frontier = runpy.run_path(str(BENCHMARKS / "frontier.py"))
-    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
-    uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
-    monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)
     frontier_out = tmp_path / "frontier"
-    frontier["run"](
-        SimpleNamespace(
-            model="smollm2-135m", sizes=["10"], methods=["exact", "attention_fitted"],
-            examples=2, max_new_tokens=3, threads=1, reuse_only=False, out=str(frontier_out),
-        )  # fmt: skip
-    )
-    ran = [json.loads(line) for line in (frontier_out / "records.jsonl").open()]
+    ran = tiny_frontier_run(tiny_llama, monkeypatch, frontier_out, examples=2)
     fit_folder = tmp_path / "fit"
     fit_folder.mkdir()
     fit_records = [
