@@ -974,6 +974,55 @@ def frontier_depth_table(records: list[dict]) -> str:
     return markdown(header, rows)
 
 
+# The methods whose misses the misses table weighs (a method that ranks with ties, as word
+# overlap does, has no single top source to weigh).
+FRONTIER_MISS_METHODS = ("attention_fitted", "attention_localized", "proxy", "contextcite32", "loo")
+NEAR_TIE = 0.95  # a top source exact ARC-JSD scores at least this share of its own top's
+FAR_MISS = 0.75  # one it scores below this share
+
+
+@table(
+    "frontier_misses",
+    run="frontier_smollm2",
+    key=frontier_key,
+    select=newest_weights,
+    note="Per size and method over the examples exact ARC-JSD also ran: misses = examples whose "
+    "top source (the first of the method's highest scores) is not exact's; for those, how many "
+    f"tops exact scores at least {NEAR_TIE} of its own top's score (near ties of the reference) "
+    f"and how many below {FAR_MISS}, and the median of that share.",
+    optional=True,
+)
+def frontier_misses_table(records: list[dict]) -> str:
+    """Whether a method's disagreements with exact ARC-JSD are near ties of exact's own
+    ranking (then a stricter method could not be told from noise in the reference) or far
+    misses (then the method points elsewhere)."""
+    header = ["size", "method", "n", "misses", f"near ties (≥ {NEAR_TIE})",
+              f"far (< {FAR_MISS})", "median share of exact's top"]  # fmt: skip
+    rows = []
+    for (size, method), pairs in frontier_pairs(records).items():
+        if method not in FRONTIER_MISS_METHODS:
+            continue
+        shares = []
+        for record, reference in pairs:
+            exact = np.asarray(reference["scores"], float)
+            picked = exact[int(np.argmax(record["scores"]))]
+            if picked < exact.max():
+                shares.append(picked / exact.max() if exact.max() > 0 else 0.0)
+        shares = np.asarray(shares)
+        rows.append(
+            [
+                str(size),
+                method,
+                str(len(pairs)),
+                str(len(shares)),
+                str(int((shares >= NEAR_TIE).sum())),
+                str(int((shares < FAR_MISS).sum())),
+                f"{np.median(shares):.2f}" if len(shares) else "—",
+            ]
+        )
+    return markdown(header, rows)
+
+
 # The same two tables with Gemma 3 270M as the target model (its own exact ARC-JSD the reference;
 # ``proxy`` there is SmolLM2).
 table("frontier_gemma3", run="frontier_gemma3", key=frontier_key, select=newest_weights,

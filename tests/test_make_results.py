@@ -851,3 +851,18 @@ def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases(sc
     assert rows[1][6] == "2 / 1 (p 1)"
     assert rows[2][:3] == [dev, "2", "2.5"]
     assert rows[2][5].startswith("16.0x [") and rows[2][6].startswith("11.4x [")  # 80/5, 80/7
+
+
+def test_frontier_misses_weigh_each_miss_by_exacts_score_of_the_picked_source(script, workspace):
+    """Three examples whose method picks the source exact ARC-JSD scores at 1.0 (a tie with
+    exact's top: no miss), 0.96 (a near tie) and 0.5 (a far miss) of its top score."""
+    found = records(workspace, "frontier_smollm2")
+    exact = {r["id"]: r for r in found if (r["size"], r["method"]) == ("hotpotqa", "exact")}
+    for example_id, share in zip(sorted(exact), (1.0, 0.96, 0.5)):
+        exact[example_id]["scores"] = [1.0, share, 0.0]
+    for record in found:
+        if (record["size"], record["method"]) == ("hotpotqa", "attention_fitted"):
+            record["scores"] = [0.0, 1.0, 0.5]
+    table = script["frontier_misses_table"](found)
+    rows = [line for line in table.splitlines() if line.startswith("| hotpotqa |")]
+    assert rows == ["| hotpotqa | attention_fitted | 3 | 2 | 1 | 1 | 0.73 |"]
