@@ -13,7 +13,7 @@ full-context pass's cache) and, for the weighted ones, one more pass without any
 * ``share``: each token's mass divided by what that token pays to all sources together (the
   attention sink and the template drop out), then averaged;
 * ``peak``: ``max_t A[l, h, i, t]`` (a source that one response token copies from);
-* ``per_token``: ``mean`` over the source's token count (long sentences draw diffuse mass);
+* ``per_source_token``: ``mean`` over the source's token count (long sentences draw diffuse mass);
 * ``weighted``: the response tokens weighted by how much the sources change them,
   ``d_t = JSD(P_full,t || P_no source,t)``: ``sum_t d_t A[l, h, i, t] / sum_t d_t``. ARC-JSD sums
   per-token divergences, so the tokens that no source changes add nothing to it; the plain mean
@@ -22,12 +22,13 @@ full-context pass's cache) and, for the weighted ones, one more pass without any
 
 Feature sets are single kinds or several side by side (each kind's block divided by its mean
 spread over the training cases' sources, so that the simplex weighs blocks alike). Each set is
-fitted as ``mechrag fit-attention`` fits (Pearson loss, L2 0.001, seed 0, 400 Adam steps at rate
-0.01, one thread) on the cases of two question groups (HotpotQA training at 10, 20, 40 sentences
-and whole; MuSiQue training; HotpotQA dev) and scored on the third, so no question is scored by a
-fit that saw it. The passes' features go to ``--cache`` (not committed, about 40 MB; a rerun
-reuses them and fits again); the records (``--out``) hold every scored case's predicted and exact
-scores and each case's pass seconds, from which ``make results`` (table ``attention_features``)
+fitted with ``mechrag fit-attention``'s defaults (Pearson loss, L2 0.001, seed 0, 400 Adam steps
+at rate 0.01; one thread) on the cases of two question groups (HotpotQA training at 10, 20, 40
+sentences and whole; MuSiQue training; HotpotQA dev) and scored on the third, so no question is
+scored by a fit that saw it. The passes' features go to ``--cache`` (not committed, about 40 MB;
+a rerun reuses them and fits again); the records (``--out``, rewritten whole as
+``records.jsonl.gz`` at the end of a run) hold every scored case's predicted and exact scores and
+each case's pass seconds, from which ``make results`` (table ``attention_features``)
 builds the table.
 
     python benchmarks/attention_features.py --threads 2
@@ -44,16 +45,16 @@ from pathlib import Path
 import numpy as np
 
 FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
-KINDS = ("mean", "share", "peak", "per_token", "weighted", "weighted_share")
+KINDS = ("mean", "share", "peak", "per_source_token", "weighted", "weighted_share")
 FEATURE_SETS = (
     ("mean",),
     ("share",),
     ("peak",),
-    ("per_token",),
+    ("per_source_token",),
     ("weighted",),
     ("weighted_share",),
     ("mean", "peak"),
-    ("mean", "per_token"),
+    ("mean", "per_source_token"),
     ("weighted", "peak"),
     KINDS,
 )
@@ -63,7 +64,6 @@ GROUPS = {
     "MuSiQue training": ("musique",),
     "HotpotQA dev": ("hotpotqa_dev",),
 }
-FIT_SETTINGS = {"loss": "pearson", "l2": 1e-3, "seed": 0, "steps": 400, "learning_rate": 0.01}
 
 
 def feature_kinds(per_token, context_effect, source_lengths) -> dict[str, np.ndarray]:
@@ -85,7 +85,7 @@ def feature_kinds(per_token, context_effect, source_lengths) -> dict[str, np.nda
         "mean": mean,
         "share": share.mean(-1),
         "peak": per_token.max(-1),
-        "per_token": mean / np.maximum(np.asarray(source_lengths, float), 1.0),
+        "per_source_token": mean / np.maximum(np.asarray(source_lengths, float), 1.0),
         "weighted": per_token @ weights,
         "weighted_share": share @ weights,
     }
@@ -136,6 +136,12 @@ def predictions(cases: list[dict]) -> list[dict]:
 
     from mechrag.attribution.attention_fit import fit_head_weights
 
+    questions = {}
+    for case in cases:
+        questions.setdefault(group_of(case), set()).add((case["dataset"], case["id"]))
+    for group, held in questions.items():
+        if any(held & other for name, other in questions.items() if name != group):
+            raise RuntimeError(f"a question of group {group!r} is also in another group")
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     records = []
@@ -148,9 +154,7 @@ def predictions(cases: list[dict]) -> list[dict]:
                     continue
                 scales = block_scales(training, kinds)
                 weights = fit_head_weights(
-                    stacked(training, kinds, scales),
-                    [c["exact_scores"] for c in training],
-                    **FIT_SETTINGS,
+                    stacked(training, kinds, scales), [c["exact_scores"] for c in training]
                 )
                 for case, design in zip(scored, stacked(scored, kinds, scales)):
                     records.append(
@@ -174,7 +178,7 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     from mechrag.models import load_model
-    from mechrag.outputs import JsonlWriter, run_records
+    from mechrag.outputs import JsonlWriter, replace_records, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
@@ -190,7 +194,14 @@ def run(args: argparse.Namespace) -> None:
     def cached(size: str, example_id: str) -> Path:
         return cache / f"{size}_{example_id}.npz"
 
-    done = {key for key in exact if key in passes and cached(*key).is_file()}
+    def complete(size: str, example_id: str) -> bool:
+        """Whether the cache holds every kind of this example (a cache of older kinds does not)."""
+        if not cached(size, example_id).is_file():
+            return False
+        with np.load(cached(size, example_id)) as stored:
+            return set(KINDS) <= set(stored.files)
+
+    done = {key for key in exact if key in passes and complete(*key)}
     if len(done) < len(exact):
         model = load_model(args.model)
         for size, example, reference, case in FRONTIER["recorded_cases"](model, exact, sizes, done):
@@ -211,15 +222,11 @@ def run(args: argparse.Namespace) -> None:
     for size, example_id in sorted(exact):
         with np.load(cached(size, example_id)) as stored:
             kinds = {k: stored[k].astype(np.float64) for k in KINDS}
-        scores = np.asarray(exact[size, example_id]["scores"], float)
-        cases.append({"size": size, "id": example_id, "kinds": kinds, "exact_scores": scores})
-    kept = [r for r in run_records(out) if r["kind"] == "passes"]
-    (out / "records.jsonl.new").unlink(missing_ok=True)
-    with JsonlWriter(out / "records.jsonl.new") as writer:
-        for record in kept + predictions(cases):
-            writer.write(record)
-    (out / "records.jsonl.gz").unlink(missing_ok=True)
-    os.replace(out / "records.jsonl.new", out / "records.jsonl")
+        reference = exact[size, example_id]
+        scores = np.asarray(reference["scores"], float)
+        cases.append({"size": size, "id": example_id, "dataset": reference["dataset"],
+                      "kinds": kinds, "exact_scores": scores})  # fmt: skip
+    replace_records(out, [*passes.values(), *predictions(cases)])
     print(f"{len(cases)} cases; predictions of {len(FEATURE_SETS)} feature sets in {out}")
 
 

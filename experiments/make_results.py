@@ -987,7 +987,8 @@ FAR_MISS = 0.75  # one it scores below this share
     key=frontier_key,
     select=newest_weights,
     note="Per size and method over the examples exact ARC-JSD also ran: misses = examples whose "
-    "top source (the first of the method's highest scores) is not exact's; for those, how many "
+    "top source (the first of the method's highest scores) is not exact's (a pick tied with "
+    "exact's top is not a miss); for those, how many "
     f"tops exact scores at least {NEAR_TIE} of its own top's score (near ties of the reference) "
     f"and how many below {FAR_MISS}, and the median of that share.",
     optional=True,
@@ -1144,8 +1145,6 @@ def hierarchical_rules_table(records: list[dict]) -> str:
     return f"{markdown(header, rows)}\n\n{replay_check(records)}"
 
 
-# The fit's losses compared by leave-one-case-out on the training records, each refitted without
-# the held-out case under the shipped fits' settings.
 def gained_lost(agrees, baseline) -> str:
     """Cases that agree (full credit: a tie at the top does not) under one fit and not under
     its baseline, the reverse, and their exact McNemar p: ``2 / 1 (p 1)``."""
@@ -1166,6 +1165,8 @@ def top1_and_spearman(predicted, exact) -> tuple[float, float]:
     return top, 0.0 if np.isnan(rho) else float(rho)
 
 
+# The fit's losses compared by leave-one-case-out on the training records, each refitted without
+# the held-out case under the shipped fits' settings.
 FIT_LOSSES = (
     {"loss": "pearson"},
     {"loss": "listwise", "temperature": 0.1},

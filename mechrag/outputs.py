@@ -226,14 +226,21 @@ def run_records(folder: str | Path) -> list[dict]:
 def compact_records(folder: str | Path) -> Path:
     """Fold a run folder's ``records.jsonl`` into ``records.jsonl.gz`` (atomically, records in
     order) and remove the plain file: the compact form committed to the repository."""
+    return replace_records(folder, run_records(folder))
+
+
+def replace_records(folder: str | Path, records: list[dict]) -> Path:
+    """Make ``records`` a run folder's only records: its ``records.jsonl.gz`` (written
+    atomically), its ``records.jsonl`` removed after. A crash leaves the old records or the new
+    ones first, never neither."""
     folder = Path(folder)
-    records = run_records(folder)
     text = "".join(json.dumps(record, sort_keys=True) + "\n" for record in records)
     target = folder / "records.jsonl.gz"
     with tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".tmp") as stream:
         stream.write(gzip.compress(text.encode("utf-8"), mtime=0))
         stream.flush()
         os.fsync(stream.fileno())
+    os.chmod(stream.name, 0o644)  # a temporary file is private; committed records are not
     os.replace(stream.name, target)
     (folder / "records.jsonl").unlink(missing_ok=True)
     return target

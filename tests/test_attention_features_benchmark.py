@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from helpers import tiny_frontier_run
+
+from mechrag.outputs import run_records
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -32,7 +34,7 @@ def test_feature_kinds_match_loops_over_heads_sources_and_tokens():
                     "mean": masses.mean(),
                     "share": shares.mean(),
                     "peak": masses.max(),
-                    "per_token": masses.mean() / lengths[source],
+                    "per_source_token": masses.mean() / lengths[source],
                     "weighted": sum(e * m for e, m in zip(effect, masses)) / effect.sum(),
                     "weighted_share": sum(e * s for e, s in zip(effect, shares)) / effect.sum(),
                 }
@@ -48,7 +50,8 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
     then this benchmark on its records with each example its own group (the tiny model's
     context holds no longer or later one): its ``mean`` kind's mean over heads is the
     frontier's attention scores; each feature set predicts every case once, from a fit on the
-    other group's cases only; a rerun reuses the cached passes and writes the same records."""
+    other group's cases only; a rerun reuses the cached passes (no model is loaded) and writes
+    the same records, once each, into ``records.jsonl.gz``."""
     frontier_out = tmp_path / "frontier"
     ran = tiny_frontier_run(tiny_llama, monkeypatch, frontier_out, examples=2)
     script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
@@ -61,8 +64,8 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
         cache=str(tmp_path / "cache"), out=str(tmp_path / "out"),
     )  # fmt: skip
     script["run"](args)
-    first = (tmp_path / "out" / "records.jsonl").read_text()
-    found = [json.loads(line) for line in first.splitlines()]
+    found = run_records(tmp_path / "out")
+    assert not (tmp_path / "out" / "records.jsonl").exists()
     passes = [r for r in found if r["kind"] == "passes"]
     exact = {(r["size"], r["id"]): r for r in ran if r["method"] == "exact"}
     attention = {(r["size"], r["id"]): r for r in ran if r["method"] == "attention_fitted"}
@@ -79,5 +82,23 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
     for record in predicted:
         assert record["training_cases"] == 1  # the other group's case, never its own
         assert record["exact_scores"] == exact[record["size"], record["id"]]["scores"]
-    script["run"](args)  # cached: no model pass, the same records
-    assert (tmp_path / "out" / "records.jsonl").read_text() == first
+
+    def no_model(name):
+        pytest.fail("a rerun with every pass cached loaded a model")
+
+    monkeypatch.setattr("mechrag.models.load_model", no_model)
+    script["run"](args)
+    assert run_records(tmp_path / "out") == found
+
+
+def test_a_question_in_two_groups_is_refused():
+    """The fits are scored on questions apart: a question in two groups is a bug, not a row."""
+    script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
+    kinds = {kind: np.ones((2, 3)) for kind in script["KINDS"]}
+
+    def case(size: str, example_id: str) -> dict:
+        return {"size": size, "id": example_id, "dataset": "hotpotqa", "kinds": kinds,
+                "exact_scores": np.array([1.0, 0.0])}  # fmt: skip
+
+    with pytest.raises(RuntimeError, match="also in another group"):
+        script["predictions"]([case("hotpotqa", "q1"), case("hotpotqa_dev", "q1")])
