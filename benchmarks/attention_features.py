@@ -240,10 +240,9 @@ def main() -> None:
         "--out", default=None, help="default: experiments/runs/attention_features_MODEL"
     )
     args = parser.parse_args()
-    family = args.model.split("-")[0]
-    args.frontier = args.frontier or f"experiments/runs/frontier_{family}"
-    args.cache = args.cache or f"runs/attention_features_{family}"
-    args.out = args.out or f"experiments/runs/attention_features_{family}"
+    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
+    args.cache = args.cache or f"runs/attention_features_{args.model.split('-')[0]}"
+    args.out = args.out or FRONTIER["run_folder"]("attention_features", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: attention_features)")
 

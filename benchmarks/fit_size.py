@@ -123,10 +123,9 @@ def main() -> None:
     parser.add_argument("--fit", default=None, help="default: experiments/runs/fit_attention_MODEL")
     parser.add_argument("--out", default=None, help="default: experiments/runs/fit_size_MODEL")
     args = parser.parse_args()
-    family = args.model.split("-")[0]
-    args.frontier = args.frontier or f"experiments/runs/frontier_{family}"
-    args.fit = args.fit or f"experiments/runs/fit_attention_{family}"
-    args.out = args.out or f"experiments/runs/fit_size_{family}"
+    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
+    args.fit = args.fit or FRONTIER["run_folder"]("fit_attention", args.model)
+    args.out = args.out or FRONTIER["run_folder"]("fit_size", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: fit_size)")
 

@@ -123,6 +123,12 @@ def recorded_cases(model, exact: dict, sizes, done: set):
             yield size, example, reference, case
 
 
+def run_folder(name: str, model: str) -> str:
+    """Where a benchmark keeps ``model``'s records by default: ``experiments/runs/NAME_FAMILY``
+    (family: ``smollm2``, ``gemma3``)."""
+    return f"experiments/runs/{name}_{model.split('-')[0]}"
+
+
 def unseen(model, examples) -> list:
     """``examples`` without those the shipped attention weights were fitted on (said once per
     size), so every method runs on the same examples and none is scored on its training data."""
@@ -314,7 +320,7 @@ def main() -> None:
     )
     parser.add_argument("--out", default=None, help="default: experiments/runs/frontier_MODEL")
     args = parser.parse_args()
-    args.out = args.out or f"experiments/runs/frontier_{args.model.split('-')[0]}"
+    args.out = args.out or run_folder("frontier", args.model)
     run(args)
     print(
         "tables and figure: make results "

@@ -107,9 +107,8 @@ def main() -> None:
     parser.add_argument("--frontier", default=None, help="default: experiments/runs/frontier_MODEL")
     parser.add_argument("--out", default=None, help="default: experiments/runs/hierarchical_MODEL")
     args = parser.parse_args()
-    family = args.model.split("-")[0]
-    args.frontier = args.frontier or f"experiments/runs/frontier_{family}"
-    args.out = args.out or f"experiments/runs/hierarchical_{family}"
+    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
+    args.out = args.out or FRONTIER["run_folder"]("hierarchical", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: hierarchical_rules)")
 
