@@ -314,7 +314,8 @@ def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(script, works
     results = workspace / "RESULTS.md"
     names = ("paper_setting", "paper_setting_misses")
     markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
-    results.write_text(results.read_text() + markers)
+    claims = "<!-- results:claims -->"  # Gemma's paper-setting claims stand above it
+    results.write_text(results.read_text().replace(claims, markers + claims))
     assert run(script, workspace) == 0
     text = results.read_text()
     for name in names:
@@ -461,6 +462,42 @@ def test_paper_setting_splits_gold_top1_by_correct_responses(workspace):
         assert cells[5] == str(len(when_correct))
         assert cells[6].startswith(f"{np.mean(when_correct):.2f} [")
         assert cells[7].startswith(f"{np.mean(agrees):.2f} [") and cells[7].endswith("(3)")
+
+
+def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(script, workspace):
+    """ARC-JSD's Table 2 claim, recomputed from the fixture's full-context records with
+    ContextCite records added: per example exact ARC-JSD's gold top-1 minus ContextCite's (h1's
+    ContextCite ties gold with another sentence at the top: half a hit), in points, beside the
+    paper's mean over its four models."""
+    found = records(workspace, "frontier_smollm2")
+    exact = {r["id"]: r for r in found if r["size"] == "hotpotqa" and r["method"] == "exact"}
+    scores = {"h0": [0.1, 0.6, 0.2], "h1": [0.2, 0.5, 0.5], "h2": [0.3, 0.1, 0.4]}
+    contextcite = {i: {**exact[i], "method": "contextcite32", "scores": scores[i]} for i in scores}
+    # The same pairs at the dev split (HotpotQA's claim again) and on SQuAD (not in the paper).
+    pairs = [*exact.values(), *contextcite.values()]
+    elsewhere = [{**r, "size": size} for size in ("hotpotqa_dev", "squad") for r in pairs]
+    write_records(workspace, "frontier_smollm2", found + list(contextcite.values()) + elsewhere)
+    assert run(script, workspace) == 0
+
+    def gold_top1(record) -> float:
+        top = [i for i, score in enumerate(record["scores"]) if score == max(record["scores"])]
+        return np.mean([record["source_ids"][i] in record["gold_ids"] for i in top])
+
+    differences = [gold_top1(exact[i]) - gold_top1(contextcite[i]) for i in exact]
+    assert differences == [1.0, -0.5, 0.0]
+    claim = "exact ARC-JSD ranks a gold sentence first more often than ContextCite"
+    setting = "smollm2-135m; ContextCite at 32 ablations; ARC-JSD Table 2"
+    text = (workspace / "RESULTS.md").read_text()
+    assert text.count(f"| {claim} (") == 2  # SQuAD's pairs make no claim
+    for split in ("training split", "dev split"):
+        cells = row_cells(text, f"{claim} (HotpotQA, all 10 paragraphs ({split}), {setting})")
+        assert cells[1] == (
+            "74.9% against 62.1% (ContextCite at 256): +12.8 points, mean of four models "
+            "(+9.0 to +16.2; dev split)"
+        )
+        assert cells[2] == "3"
+        assert cells[3].startswith(f"{100 * np.mean(differences):+.1f} [")
+        assert cells[-1] == "yes"  # +12.8 lies inside this fixture's wide interval
 
 
 def test_paper_setting_misses_finds_the_sentence_a_wrong_response_repeats(workspace):
