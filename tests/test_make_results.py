@@ -478,6 +478,12 @@ def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(script, w
     elsewhere = [{**r, "size": size} for size in ("hotpotqa_dev", "squad") for r in pairs]
     write_records(workspace, "frontier_smollm2", found + list(contextcite.values()) + elsewhere)
     assert run(script, workspace) == 0
+    kept = script["table_records"](script["TABLES"]["paper_setting"], workspace / "runs")
+    (claim,) = script["paper_setting_claims"]([r for r in kept if r["size"] == "hotpotqa"])
+    assert not claim.binary  # h1's tie: a sign-flip test of the mean
+    untied = {**contextcite["h1"], "scores": [0.2, 0.6, 0.5]}  # ContextCite's top is gold
+    (claim,) = script["paper_setting_claims"]([*exact.values(), untied])
+    assert claim.binary and claim.p == 1.0  # exact McNemar on one discordant pair (h1)
 
     def gold_top1(record) -> float:
         top = [i for i, score in enumerate(record["scores"]) if score == max(record["scores"])]
