@@ -241,7 +241,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
-    args.cache = args.cache or f"runs/attention_features_{args.model.split('-')[0]}"
+    args.cache = args.cache or FRONTIER["run_folder"]("attention_features", args.model, root="runs")
     args.out = args.out or FRONTIER["run_folder"]("attention_features", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: attention_features)")

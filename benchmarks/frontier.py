@@ -123,10 +123,10 @@ def recorded_cases(model, exact: dict, sizes, done: set):
             yield size, example, reference, case
 
 
-def run_folder(name: str, model: str) -> str:
-    """Where a benchmark keeps ``model``'s records by default: ``experiments/runs/NAME_FAMILY``
-    (family: ``smollm2``, ``gemma3``)."""
-    return f"experiments/runs/{name}_{model.split('-')[0]}"
+def run_folder(name: str, model: str, root: str = "experiments/runs") -> str:
+    """Where a benchmark keeps ``model``'s records by default: ``ROOT/NAME_FAMILY`` (family:
+    ``smollm2``, ``gemma3``)."""
+    return f"{root}/{name}_{model.split('-')[0]}"
 
 
 def unseen(model, examples) -> list:
