@@ -177,8 +177,8 @@ def predictions(cases: list[dict]) -> list[dict]:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag.models import load_model
-    from mechrag.outputs import JsonlWriter, replace_records, run_records
+    from mechrag.models.loading import load_model
+    from mechrag.results.files import JsonlWriter, replace_records, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")

@@ -17,11 +17,11 @@ import time
 
 import numpy as np
 import torch
+from peers import context_cite_partitioner
 
 from mechrag import Case, adapter, load_model
 from mechrag.data import load_hotpotqa
 from mechrag.metrics import pearson
-from mechrag.peers import context_cite_partitioner
 
 PACKAGE = "context_cite"
 

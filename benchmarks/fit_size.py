@@ -37,7 +37,7 @@ DESIGN_DECIMALS = 6
 def shipped_fit_records(folder: str, model: str) -> list[dict]:
     """The shipped fit's training records (``mechrag fit-attention --records``) as this run's
     records: size :data:`SHIPPED`, their design and exact scores."""
-    from mechrag.outputs import run_records
+    from mechrag.results.files import run_records
 
     copied = []
     for record in run_records(folder):
@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     from mechrag.attribution.attention import attention_features
-    from mechrag.models import load_model
-    from mechrag.outputs import append_jsonl, run_records
+    from mechrag.models.loading import load_model
+    from mechrag.results.files import append_jsonl, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")

@@ -214,8 +214,8 @@ def run(args: argparse.Namespace) -> None:
     from mechrag import Case
     from mechrag.attribution.overlap import word_overlap
     from mechrag.metrics.answers import response_correct
-    from mechrag.models import load_model
-    from mechrag.outputs import append_jsonl, run_records
+    from mechrag.models.loading import load_model
+    from mechrag.results.files import append_jsonl, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")

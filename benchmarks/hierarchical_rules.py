@@ -53,8 +53,8 @@ def level_one(case) -> dict:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag.models import load_model
-    from mechrag.outputs import append_jsonl, run_records
+    from mechrag.models.loading import load_model
+    from mechrag.results.files import append_jsonl, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")

@@ -36,7 +36,7 @@ from mechrag import Case, adapter, load_model
 from mechrag.attribution.overlap import QueryOverlap
 from mechrag.data import load_hotpotqa, load_musique, load_squad
 from mechrag.metrics.accuracy import top_k_hit
-from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
+from mechrag.results.files import append_jsonl, read_jsonl, write_text_atomic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from contextcite_speed import package_available, package_scores  # noqa: E402

@@ -22,13 +22,13 @@ import time
 
 import numpy as np
 import torch
+from peers import context_cite_partitioner
 
 from mechrag import Case, load_model
+from mechrag.data.scenarios import make_scenarios
 from mechrag.metrics import pearson
 from mechrag.models import converted_gguf_dir, embedded_gguf_path
-from mechrag.peers import context_cite_partitioner
 from mechrag.prompts import DEFAULT_TEMPLATE
-from mechrag.scenarios import make_scenarios
 
 
 def package_scores(hf_model, tokenizer, case, response: str, ablations: int, seed: int):

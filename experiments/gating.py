@@ -68,7 +68,6 @@ import numpy as np
 import torch
 
 from mechrag import Case, ComponentAttribution
-from mechrag.adapter import greedy_generate
 from mechrag.data import RAGExample, load_hotpotqa, load_squad2
 from mechrag.errors import InputFileError
 from mechrag.mechanism import (
@@ -80,12 +79,13 @@ from mechrag.mechanism import (
     echo,
     random_gates,
 )
-from mechrag.mechanism.gating_rules import DEFAULT_FACTORS
+from mechrag.mechanism.gating.rules import DEFAULT_FACTORS
 from mechrag.metrics import spearman
 from mechrag.metrics.answers import ABSTENTION_ANSWER, ABSTENTION_TEMPLATE, judge_answer
 from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
-from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
+from mechrag.models.adapter import greedy_generate
 from mechrag.prompts import render_context
+from mechrag.results.files import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.sweep import load_sweep_model
 
 matplotlib.use("Agg")

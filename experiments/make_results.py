@@ -1,7 +1,7 @@
 """Regenerate the generated tables of ``experiments/RESULTS.md`` from committed run records.
 
 Each table is built by one function of one run folder's records (``experiments/runs/NAME``,
-read with :func:`mechrag.outputs.run_records`; no model pass) and sits in RESULTS.md between
+read with :func:`mechrag.results.files.run_records`; no model pass) and sits in RESULTS.md between
 ``<!-- results:TABLE -->`` and ``<!-- /results:TABLE -->``; everything outside the markers is
 kept as written. Every cell gives its n (a column, or in the cell where it differs) and every
 mean or proportion a seeded 95% percentile bootstrap interval (:func:`bootstrap_ci`, so the file
@@ -37,7 +37,7 @@ from scipy.stats import t as t_dist
 from mechrag.errors import InputError, InputFileError
 from mechrag.metrics.agreement import spearman_test
 from mechrag.metrics.detection import SIGN_FLIP_EXACT, bootstrap_ci, mcnemar_exact, sign_flip_p
-from mechrag.outputs import run_records, write_text_atomic
+from mechrag.results.files import run_records, write_text_atomic
 from mechrag.retrieval.conditions import DRAWS
 from mechrag.sweep import load_records
 

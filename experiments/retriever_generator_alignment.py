@@ -48,9 +48,8 @@ from mechrag.data import load_hotpotqa
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import alignment_flags, bootstrap_ci, position_scores, warg
 from mechrag.metrics.answers import response_correct
-from mechrag.models import load_model
-from mechrag.outputs import append_jsonl, read_jsonl, write_text_atomic
-from mechrag.pipeline import explain
+from mechrag.models.loading import load_model
+from mechrag.results.files import append_jsonl, read_jsonl, write_text_atomic
 from mechrag.retrieval import (
     BASELINES,
     CONDITIONS,
@@ -62,6 +61,7 @@ from mechrag.retrieval import (
 )
 from mechrag.retrieval.conditions import DRAWS, PRESETS, PromptConditions
 from mechrag.retrieval.options import RETRIEVER_SCORES
+from mechrag.retrieval.rag_e import explain
 
 FLAG_KS = (1, 3, 5)
 FLAGS = [f"{m}@{k}" for m in ("wr", "nd") for k in FLAG_KS]

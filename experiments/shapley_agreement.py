@@ -39,10 +39,10 @@ from scipy.stats import wilcoxon
 
 from mechrag import Case, Engine, Source, load_model, shapley_values
 from mechrag.data import load_hotpotqa
+from mechrag.data.scenarios import make_scenarios
 from mechrag.metrics import kendall_tau, pearson
 from mechrag.plots.agreement import plot_agreement
 from mechrag.plots.results import save_figure
-from mechrag.scenarios import make_scenarios
 
 # name -> (method, options, known rows: the full and leave-one-out subsets for free)
 ESTIMATORS = {

@@ -7,6 +7,8 @@ before torch loads, and a light submodule (a config, a registry) does not pull i
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
 import sys
 import types
 from collections.abc import Callable
@@ -80,3 +82,42 @@ def moved(package: str, moves: dict[str, str]) -> Callable[[str], object]:
         return getattr(importlib.import_module(moves[name]), name)
 
     return __getattr__
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports an old module path as the module that replaced it (``moves``: old -> new), or as
+    a stand-in whose names load from where they went (``splits``: old -> {name: new module}),
+    with a ``DeprecationWarning`` naming the new path."""
+
+    def __init__(self, moves: dict[str, str], splits: dict[str, dict[str, str]]) -> None:
+        self.moves, self.splits = moves, splits
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.moves or name in self.splits:
+            return importlib.util.spec_from_loader(name, self)
+        return None
+
+    def create_module(self, spec):
+        import warnings
+
+        if spec.name in self.moves:
+            new = self.moves[spec.name]
+            warnings.warn(
+                f"{spec.name} moved to {new}; the old path goes in 0.4",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            return importlib.import_module(new)
+        names = self.splits[spec.name]
+        stand_in = types.ModuleType(spec.name, f"Moved to {', '.join(sorted(set(names.values())))}")
+        stand_in.__getattr__ = moved(spec.name, names)
+        return stand_in
+
+    def exec_module(self, module) -> None:
+        """Nothing to run: ``create_module`` returned the module that replaced the old one."""
+
+
+def alias_moved_modules(moves: dict[str, str], splits: dict[str, dict[str, str]]) -> None:
+    """Keep old module paths importable (see :class:`_MovedModuleFinder`)."""
+    if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder(moves, splits))

@@ -14,9 +14,9 @@ from mechrag.attribution.screening import SourceScreen
 from mechrag.case import Case
 from mechrag.engine import Engine
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
-from mechrag.mechanism.result import ComponentAttribution
 from mechrag.prompts import DEFAULT_TEMPLATE
-from mechrag.results import Attribution
+from mechrag.results.attribution import Attribution
+from mechrag.results.components import ComponentAttribution
 from mechrag.sources import Source
 
 Sources = str | Iterable[str] | Iterable[Source]

@@ -23,7 +23,6 @@ import numpy as np
 from jaxtyping import Bool, Float
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.attribution.arc_jsd import ARCJSD
 from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.games import value_game
@@ -34,9 +33,10 @@ from mechrag.engine import Engine, Reference
 from mechrag.errors import InputError
 from mechrag.mechanism.echo import DEFAULT_THRESHOLD
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
-from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
+from mechrag.models import adapter
 from mechrag.prompts import DEFAULT_TEMPLATE, PromptBuilder
-from mechrag.results import Attribution
+from mechrag.results.attribution import Attribution
+from mechrag.results.components import DEFAULT_GAIN_DEFINITION
 from mechrag.sources import Source, as_sources
 
 Masks = Bool[np.ndarray, "n_masks n_sources"]
@@ -60,7 +60,7 @@ class Meter:
 @dataclass
 class _Generation:
     """The key-value cache of the generation that wrote the response, and the hooks that were
-    active then (:func:`mechrag.adapter.active_hooks`)."""
+    active then (:func:`mechrag.models.adapter.active_hooks`)."""
 
     hooks: tuple[int, ...]
     cache: object
@@ -131,7 +131,8 @@ class Case:
         system_prompt: str | None = None,
         engine: Engine | None = None,
     ) -> Case:
-        """A case for a :class:`mechrag.data.RAGExample` or a :class:`mechrag.scenarios.Scenario`.
+        """A case for a :class:`mechrag.data.RAGExample` or a
+        :class:`mechrag.data.scenarios.Scenario`.
 
         A scenario brings its fixed response; an example's response is generated unless given.
         """
@@ -447,11 +448,11 @@ class Case:
     def capture(self, masks: Masks, sites: Sequence[str]) -> dict[str, Tensor]:
         """Activations ``[n_layers, n_masks, T, ...]`` at the response positions of each mask.
 
-        ``sites``: keys of :data:`mechrag.adapter.SITES` (``z``, ``resid_pre``, ``resid_mid``,
-        ``resid_post``, ``mlp_out``) or ``pattern`` (attention weights ``[n_layers, n_masks,
-        n_heads, T, n_keys]``, one mask only: rows of different lengths see different keys).
-        Runs through the engine (token budget) on the full-context pass's cache (prefix reuse);
-        a single mask on a fresh case does not run that pass just for this, so it costs one,
+        ``sites``: keys of :data:`mechrag.models.adapter.SITES` (``z``, ``resid_pre``,
+        ``resid_mid``, ``resid_post``, ``mlp_out``) or ``pattern`` (attention weights ``[n_layers,
+        n_masks, n_heads, T, n_keys]``, one mask only: rows of different lengths see different
+        keys). Runs through the engine (token budget) on the full-context pass's cache (prefix
+        reuse); a single mask on a fresh case does not run that pass just for this, so it costs one,
         unless the case holds its generation's cache: then that pass is response-length too.
         """
         masks = np.asarray(masks)

@@ -28,9 +28,9 @@ from jaxtyping import Bool, Float, Int
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from mechrag import adapter
 from mechrag.divergences import DIVERGENCES
 from mechrag.errors import InputError
+from mechrag.models import adapter
 from mechrag.prompts import PromptBuilder, as_masks
 
 # One boolean row per subset; torch or numpy (converted once, by ``as_masks``).

@@ -13,14 +13,14 @@ torch.set_num_threads(int(os.environ.get("MECHRAG_TEST_THREADS", "2")))
 
 @pytest.fixture(scope="session")
 def tiny_llama():
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model("llama")
 
 
 @pytest.fixture(scope="session")
 def tiny_gpt2():
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model("gpt2")
 

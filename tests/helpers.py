@@ -35,7 +35,7 @@ def tiny_frontier_run(tiny_llama, monkeypatch, out: Path, *, examples: int) -> l
     from mechrag.attribution.attention import AttentionAttribution
 
     frontier = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks/frontier.py"))
-    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
     uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
     monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)
     frontier["run"](

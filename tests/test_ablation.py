@@ -18,7 +18,7 @@ from mechrag.engine import Engine
 from mechrag.errors import InputError
 from mechrag.mechanism import ablate, component_means, parse_heads
 from mechrag.mechanism.ablation import random_components
-from mechrag.mechanism.result import ComponentAttribution
+from mechrag.results.components import ComponentAttribution
 
 EXPERIMENT = Path(__file__).parents[1] / "experiments" / "ablate_components.py"
 
@@ -125,7 +125,7 @@ def test_bad_input(tiny_llama):
 
 @pytest.fixture(scope="module")
 def tiny_mistral():
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model("mistral")  # a 32-token sliding window on every layer
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 from helpers import SEQUENCES, hook_count
 
-from mechrag import adapter
 from mechrag.attribution.screening import source_gates
 from mechrag.engine import Engine
 from mechrag.mechanism.ablation import ablate, component_means
-from mechrag.mechanism.gates import gate
+from mechrag.mechanism.gating.gates import gate
+from mechrag.models import adapter
 
 FAMILIES = ["tiny_llama", "tiny_gpt2"]
 

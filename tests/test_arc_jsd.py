@@ -141,7 +141,7 @@ def test_prefix_reuse_matches_plain_passes_on_the_embedded_model(smollm):
 @pytest.mark.parametrize("window", [32, 4096])
 def test_sliding_window_reuses_prefixes_only_inside_the_window(window, monkeypatch):
     """Windowed caches are cut only when every sequence fits the window; both paths are exact."""
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     model = tiny_model("mistral")
     monkeypatch.setattr(model.original_model.config, "sliding_window", window)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from helpers import tiny_frontier_run
 
-from mechrag.outputs import run_records
+from mechrag.results.files import run_records
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -86,7 +86,7 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
     def no_model(name):
         pytest.fail("a rerun with every pass cached loaded a model")
 
-    monkeypatch.setattr("mechrag.models.load_model", no_model)
+    monkeypatch.setattr("mechrag.models.loading.load_model", no_model)
     script["run"](args)
     assert run_records(tmp_path / "out") == found
 

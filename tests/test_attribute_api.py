@@ -72,7 +72,7 @@ def test_configured_estimator_objects(case):
 
 
 def test_string_response_is_tokenised_as_a_continuation(tiny_llama):
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     # A space-marker tokenizer splits " Oslo" differently alone than after the prompt.
     model = tiny_model("llama", prefix_space=True)

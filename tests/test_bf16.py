@@ -19,7 +19,7 @@ DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall."]
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
 def bf16_model(request):
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model(request.param, dtype=torch.bfloat16)
 

@@ -78,7 +78,7 @@ def test_bad_input_is_one_line_with_exit_2_and_writes_nothing(tmp_path, capsys, 
     def never(*args, **kwargs):
         raise AssertionError("no model may load on bad input")
 
-    monkeypatch.setattr("mechrag.models.load_model", never)
+    monkeypatch.setattr("mechrag.models.loading.load_model", never)
     empty = tmp_path / "empty.txt"
     empty.write_text("  \n")
     out = tmp_path / "out"

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from mechrag.mechanism.consensus import Consensus, consensus, paper_record
-from mechrag.mechanism.result import ComponentAttribution
+from mechrag.results.components import ComponentAttribution
 
 
 def _attribution(heads, mlps, attn_gain, mlp_gain) -> ComponentAttribution:

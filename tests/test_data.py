@@ -182,8 +182,8 @@ def test_squad_articles_give_each_answerable_question_its_whole_article():
     paragraph's sentences and the ids of those overlapping an answer span): the same gold
     sentences, found here from the official file's character offsets, inside the whole article."""
     from mechrag.data import load_squad_articles
-    from mechrag.outputs import read_jsonl
     from mechrag.prompts import render_context
+    from mechrag.results.files import read_jsonl
 
     derived = {row["id"]: row for row in read_jsonl(shipped_path("squad"))}
     examples = load_squad_articles()
@@ -209,7 +209,7 @@ def test_squad_articles_give_each_answerable_question_its_whole_article():
 def test_sentence_spans_find_sentences_the_splitter_rejoined():
     """Bling Fire turns a newline inside a sentence into a space; the span still covers the
     paragraph's own characters."""
-    from mechrag.data import _sentence_spans
+    from mechrag.data.loaders import _sentence_spans
 
     text = "A b\nc d. E f.  G h."
     spans = _sentence_spans(text)

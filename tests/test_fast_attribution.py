@@ -52,7 +52,7 @@ def sources(n_paragraphs: int = 4, per: int = 3) -> list[Source]:
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
 def tiny(request):
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model(request.param)
 
@@ -283,7 +283,7 @@ def test_a_generation_is_continued_only_where_prefix_reuse_is_exact(
     """Outside the window (or without prefix reuse) attention after generation costs one whole
     pass, as on a fresh case, not a whole reference pass and then a whole capture pass."""
     from mechrag.engine import Engine
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     model = tiny_model("mistral")
     monkeypatch.setattr(model.original_model.config, "sliding_window", window)
@@ -523,7 +523,7 @@ def test_weights_from_records_hold_their_provenance(tiny):
 
 
 def test_proxy_retokenises_the_response_text(tiny_llama):
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     proxy = tiny_model("gpt2")  # a prefix-space byte tokenizer would split differently
     case = fresh(tiny_llama)
@@ -608,7 +608,7 @@ def test_fit_attention_command_fits_resumes_and_refuses_dev_data(tmp_path, capsy
 def test_attribute_command_takes_the_fast_methods(tmp_path, capsys, monkeypatch, tiny_llama):
     from mechrag.cli import main
 
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("Ana lives in Oslo. Oslo is cold.\n\nBo likes tea. Cy is tall.\n")
     base = [
@@ -640,7 +640,7 @@ def test_attribute_command_refuses_a_missing_weights_file_or_proxy_before_loadin
     def no_model(name=None):
         raise AssertionError("the model was loaded before the inputs were checked")
 
-    monkeypatch.setattr("mechrag.models.load_model", no_model)
+    monkeypatch.setattr("mechrag.models.loading.load_model", no_model)
     context = tmp_path / "context.txt"
     context.write_text("Ana lives in Oslo. Oslo is cold.\n")
     base = ["attribute", "--query", QUERY, "--context-file", str(context), "--response", RESPONSE]
@@ -668,7 +668,7 @@ def test_a_sweep_refuses_a_proxy_run_without_a_proxy_before_any_model(tmp_path):
 
 
 def test_compacted_records_read_back_in_order(tmp_path):
-    from mechrag.outputs import append_jsonl, compact_records, run_records
+    from mechrag.results.files import append_jsonl, compact_records, run_records
 
     for i in range(3):
         append_jsonl(tmp_path / "records.jsonl", {"i": i})

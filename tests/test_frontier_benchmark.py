@@ -68,7 +68,7 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
     from mechrag.attribution.overlap import content_words
 
     script = runpy.run_path(str(SCRIPT))
-    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["exact", "query_overlap"], examples=1,
         max_new_tokens=4, threads=1, reuse_only=False, out=str(tmp_path),
@@ -106,7 +106,7 @@ def test_attention_after_generation_continues_the_generations_cache(
     from mechrag.attribution.attention import AttentionAttribution
 
     script = runpy.run_path(str(SCRIPT))
-    monkeypatch.setattr("mechrag.models.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
     generations = []
     from_example = Case.from_example.__func__
 

@@ -20,7 +20,7 @@ def _run(arguments):
 
 
 def test_gate_command(tiny_llama, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     base = ["gate", "--query", QUERY, "--context-file", str(context), "--max-new-tokens", "4"]
@@ -70,7 +70,7 @@ def test_marked_wraps_low_answer_tokens():
 def test_gate_defaults_to_the_papers_rule_statically(tiny_llama, tmp_path, monkeypatch):
     """No --rule: the arc-jsd protocol's Table 4 rule, applied at every step (static), on at most
     5 heads and 5 MLPs with factors in [0.7, 0.85) (G < 0); --protocol mechrag gives damp."""
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     base = ["gate", "--query", QUERY, "--context-file", str(context), "--max-new-tokens", "4"]

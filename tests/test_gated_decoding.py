@@ -8,14 +8,14 @@ import matplotlib
 import numpy as np
 import torch
 
-from mechrag.adapter import greedy_generate
 from mechrag.case import Case
 from mechrag.divergences import jsd
 from mechrag.mechanism.echo import Echo
-from mechrag.mechanism.gated_decoding import GatedDecoding, decode_with_gates
-from mechrag.mechanism.gates import Gates
-from mechrag.mechanism.gating_report import GatingComparison, compare_gating
-from mechrag.mechanism.gating_rules import GatingRule
+from mechrag.mechanism.gating.comparison import GatingComparison, compare_gating
+from mechrag.mechanism.gating.decoding import GatedDecoding, decode_with_gates
+from mechrag.mechanism.gating.gates import Gates
+from mechrag.mechanism.gating.rules import GatingRule
+from mechrag.models.adapter import greedy_generate
 from mechrag.prompts import PromptBuilder
 from mechrag.sources import as_sources
 

@@ -8,7 +8,7 @@ from helpers import SEQUENCES, batch_logits, hook_count
 
 from mechrag.engine import Engine
 from mechrag.mechanism.ablation import ablate
-from mechrag.mechanism.gates import Gates, gate
+from mechrag.mechanism.gating.gates import Gates, gate
 
 
 def _attn_out(model, layer: int):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mechrag.outputs import read_jsonl
+from mechrag.results.files import read_jsonl
 
 SWEEP = importlib.import_module("mechrag.sweep")  # the module (mechrag.sweep is also a function)
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from mechrag.errors import InputError
-from mechrag.mechanism.gates import Gates
-from mechrag.mechanism.gating_rules import GatingRule, random_gates, sigmoid
-from mechrag.mechanism.result import ComponentAttribution
+from mechrag.mechanism.gating.gates import Gates
+from mechrag.mechanism.gating.rules import GatingRule, random_gates, sigmoid
+from mechrag.results.components import ComponentAttribution
 
 # 2 layers x 3 heads + 2 MLPs; flat order L0H0 L0H1 L0H2 L1H0 L1H1 L1H2 MLP0 MLP1.
 SCORES = np.array([[0.9, 0.1, 0.5], [0.7, 0.05, 0.3]])

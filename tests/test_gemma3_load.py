@@ -71,7 +71,7 @@ def test_cached_greedy_generation_matches_uncached_argmax(gemma):
 
 
 def test_chunks_assemble_into_the_registered_file(tmp_path, monkeypatch):
-    from mechrag.models import EMBEDDED_MODELS, _file_digest, embedded_gguf_path
+    from mechrag.models.loading import EMBEDDED_MODELS, _file_digest, embedded_gguf_path
 
     monkeypatch.setenv("MECHRAG_CACHE", str(tmp_path))
     path = embedded_gguf_path("gemma3-270m")

@@ -10,7 +10,7 @@ from mechrag.data import load_hotpotqa
 
 @pytest.mark.integration
 def test_demo_top_source_is_gold(tmp_path, capsys, smollm, monkeypatch):
-    monkeypatch.setattr("mechrag.models.load_model", lambda *args, **kwargs: smollm)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda *args, **kwargs: smollm)
     assert main(["demo", "--out", str(tmp_path)]) == 0
     assert "top-1 is gold: True" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "demo_arc_jsd.csv")

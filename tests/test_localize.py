@@ -119,7 +119,7 @@ def test_hooks_removed_and_parameters_unchanged(tiny_gpt2, monkeypatch):
     localize(tiny_gpt2, QUERY, SOURCES, source="p0s1", response=RESPONSE)
     assert hook_count(tiny_gpt2) == hooks
 
-    from mechrag import adapter
+    from mechrag.models import adapter
 
     forward = adapter.forward
 
@@ -208,7 +208,7 @@ def test_plots(family, request, tmp_path):
 def test_cli_localize(tiny_llama, tmp_path, monkeypatch, capsys):
     from mechrag.cli import main
 
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     arguments = ["localize", "--query", QUERY, "--context-file", str(context)]
@@ -229,7 +229,7 @@ def test_cli_localize_protocols(tiny_llama, tmp_path, monkeypatch, capsys):
     from mechrag.cli import main
     from mechrag.mechanism.consensus import Consensus, consensus
 
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("The cat sleeps on the mat. Dogs bark.\n\nThe mat is red.\n")
     arguments = ["localize", "--query", QUERY, "--context-file", str(context)]

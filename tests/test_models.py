@@ -57,7 +57,7 @@ def test_unreachable_hub_fails_at_once_without_offline_flag(monkeypatch):
 
 def test_bfloat16_load_of_a_float32_folder(tmp_path):
     """A float32 folder (like the conversion cache) loads as bfloat16, unchanged on disk."""
-    from mechrag.toy import byte_tokenizer, tiny_hf_model
+    from mechrag.models.toy import byte_tokenizer, tiny_hf_model
 
     tokenizer = byte_tokenizer()
     tiny_hf_model("llama", len(tokenizer)).save_pretrained(tmp_path)
@@ -124,7 +124,7 @@ def test_conversion_is_cached(monkeypatch):
 
 @pytest.mark.integration
 def test_registered_hashes_match_the_shipped_files():
-    from mechrag.models import _file_digest
+    from mechrag.models.loading import _file_digest
 
     smollm2 = EMBEDDED_MODELS["smollm2-135m"]
     assert _file_digest(embedded_gguf_path("smollm2-135m")) == smollm2.sha256[:16]

@@ -12,9 +12,9 @@ import pytest
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import spearman
 from mechrag.metrics.alignment import alignment_flags, ranks, warg
-from mechrag.pipeline import PipelineExplanation, explain
 from mechrag.retrieval.conditions import PromptConditions
 from mechrag.retrieval.corpus import Corpus
+from mechrag.retrieval.rag_e import PipelineExplanation, explain
 from mechrag.retrieval.retriever import Retriever
 
 matplotlib.use("Agg")

@@ -10,9 +10,9 @@ import pytest
 from mechrag.cli import main
 from mechrag.mechanism import Component, ComponentAttribution
 from mechrag.metrics import spearman_test
-from mechrag.outputs import json_ready, write_json
 from mechrag.plots.results import save_figures
 from mechrag.results import Attribution
+from mechrag.results.files import json_ready, write_json
 from mechrag.sources import Source, as_sources
 
 
@@ -294,7 +294,7 @@ def test_cli_reports_bad_input_without_writing(tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["arc_jsd", "kernel_shap"])
 def test_cli_attribute_writes_table_json_and_chart(method, tiny_llama, tmp_path, monkeypatch):
-    monkeypatch.setattr("mechrag.models.load_model", lambda name=None: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name=None: tiny_llama)
     context = tmp_path / "context.txt"
     context.write_text("Alice went home.\n\nBob stayed at work.\n\nCarol flew to Rome.\n")
     out = tmp_path / "out"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mechrag.scenarios import KINDS, make_scenario, make_scenarios, position_bias
+from mechrag.data.scenarios import KINDS, make_scenario, make_scenarios, position_bias
 
 
 def test_seeded_and_well_formed():

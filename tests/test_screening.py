@@ -32,7 +32,7 @@ DOCS = [
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
 def tiny(request):
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     return tiny_model(request.param)
 
@@ -227,7 +227,7 @@ def test_configured_screen_is_used(case):
 
 
 def test_bf16_screen_is_finite_and_follows_fp32():
-    from mechrag.toy import tiny_model
+    from mechrag.models.toy import tiny_model
 
     cases = [
         Case(tiny_model("llama", dtype=dtype), QUERY, DOCS, "Oslo.")

@@ -16,7 +16,7 @@ import sweep_stubs
 
 import mechrag
 from mechrag.cli import main
-from mechrag.outputs import JsonlWriter, read_jsonl, repair_jsonl
+from mechrag.results.files import JsonlWriter, read_jsonl, repair_jsonl
 from mechrag.sweep import ConfigChangedError, SweepConfig, read_summary, run_sweep, sweep
 from mechrag.sweep.records import RECORDS_FILE, TIMING_FIELDS
 
@@ -104,7 +104,7 @@ def test_torn_last_line_is_cut_and_other_lines_kept(tmp_path):
 
 
 def test_an_atomic_rewrite_keeps_the_files_mode(tmp_path):
-    from mechrag.outputs import write_text_atomic
+    from mechrag.results.files import write_text_atomic
 
     path = tmp_path / "records.jsonl"
     path.write_text("old\n")
@@ -271,7 +271,7 @@ def test_arc_jsd_sweep_on_the_embedded_model(tmp_path):
 
 
 def test_a_compacted_sweep_resumes_from_its_gzipped_records(tmp_path):
-    from mechrag.outputs import compact_records
+    from mechrag.results.files import compact_records
 
     sweep("stub_score", "squad", n=2, out=tmp_path, progress=False)
     compact_records(tmp_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mechrag.outputs import read_jsonl
+from mechrag.results.files import read_jsonl
 
 EXPERIMENTS = Path(__file__).parents[1] / "experiments"
 TOY = [

@@ -10,7 +10,8 @@ import pytest
 
 from mechrag.case import Case
 from mechrag.errors import InputError
-from mechrag.outputs import Serializable, write_json
+from mechrag.results.base import Serializable
+from mechrag.results.files import write_json
 from mechrag.sources import Source
 from mechrag.views import VIEWS, view_of, write_report
 from mechrag.views.blocks import Scale, visible
@@ -32,8 +33,8 @@ def hostile_sources() -> list[Source]:
 def build_results(model) -> dict:
     """One result of each viewed kind, from ``model`` on hostile text."""
     from mechrag.mechanism.echo import echo
-    from mechrag.mechanism.gating_report import compare_gating
-    from mechrag.mechanism.gating_rules import GatingRule
+    from mechrag.mechanism.gating.comparison import compare_gating
+    from mechrag.mechanism.gating.rules import GatingRule
 
     case = Case(model, HOSTILE_QUERY, hostile_sources(), HOSTILE_RESPONSE)
     rule = GatingRule("damp", k=4)
@@ -49,8 +50,8 @@ def build_explanation(model, folder):
     """An explanation over a tiny corpus (one document holds a script tag)."""
     from test_retrieval import _tiny_encoder
 
-    from mechrag.pipeline import explain
     from mechrag.retrieval.corpus import Corpus
+    from mechrag.retrieval.rag_e import explain
     from mechrag.retrieval.retriever import Retriever
 
     texts = ["the cat sat on the mat", f"the dog {SCRIPT} ran far", "red cats sat", "the mat"]
@@ -251,7 +252,7 @@ def test_cli_attribute_html_then_report(tiny_llama, tmp_path, monkeypatch, capsy
 
     loads = []
     monkeypatch.setattr(
-        "mechrag.models.load_model", lambda name=None: loads.append(name) or tiny_llama
+        "mechrag.models.loading.load_model", lambda name=None: loads.append(name) or tiny_llama
     )
     context = tmp_path / "context.txt"
     context.write_text(f"The cat sleeps on the mat. {SCRIPT}\n\n{IMAGE} The mat is red.\n")

@@ -49,8 +49,8 @@ FORMAT = "mechrag-attention-weights/1"
 def model_key(model) -> str:
     """The name weights are stored under: the embedded model's name, else the name mechrag
     loaded it by, else the bridge's model name."""
-    from mechrag import adapter
-    from mechrag.models import DEFAULT_EMBEDDED, DEFAULT_MODEL_NAME
+    from mechrag.models import adapter
+    from mechrag.models.loading import DEFAULT_EMBEDDED, DEFAULT_MODEL_NAME
 
     name = getattr(model, "mechrag_name", None) or adapter.model_name(model)
     name = name or "unnamed"
@@ -59,7 +59,7 @@ def model_key(model) -> str:
 
 def model_shape(model) -> dict[str, int]:
     """The dimensions weights must match: layers, heads per layer, vocabulary."""
-    from mechrag import adapter
+    from mechrag.models import adapter
 
     return {
         "n_layers": adapter.n_layers(model),
@@ -91,8 +91,8 @@ def attention_features(case) -> AttentionFeatures:
     """The attention features of ``case`` (one pass on a fresh case; see the module)."""
     import torch
 
-    from mechrag import adapter
     from mechrag.attribution.screening import source_token_owners
+    from mechrag.models import adapter
 
     owners = source_token_owners(case.builder)
     captured = case.capture(case.full_mask()[None], (adapter.PATTERN,))[adapter.PATTERN]
@@ -234,7 +234,7 @@ class AttentionAttribution(SourceMethod):
 
     def _head_weights(self, case) -> tuple[np.ndarray, str, dict]:
         """The ``[n_layers, n_heads]`` weights, their kind, and where they came from."""
-        from mechrag import adapter
+        from mechrag.models import adapter
 
         shape = (adapter.n_layers(case.model), adapter.n_heads(case.model))
         if self.weights == "uniform":
@@ -303,7 +303,7 @@ def localized_weights(
     heads: Sequence[Float[np.ndarray, "n_layers n_heads"]], top: int = LOCALIZED_HEADS
 ) -> Float[np.ndarray, "n_layers n_heads"]:
     """Uniform weight on the ``top`` heads of highest mean normalised head JSD over the
-    cases' ``heads`` (:attr:`~mechrag.mechanism.result.ComponentAttribution.heads`): each
+    cases' ``heads`` (:attr:`~mechrag.results.components.ComponentAttribution.heads`): each
     case's head JSDs are divided by their sum first, so every case counts the same."""
     mean = np.stack([h / max(float(h.sum()), 1e-300) for h in heads]).mean(0)
     chosen = np.argsort(-mean, axis=None, kind="stable")[: min(top, mean.size)]

@@ -242,13 +242,13 @@ def weights_from_records(
     first fit; the shipped weights are then refitted on every record. The localized weights
     come from the records' head JSDs when they have them.
     """
-    from mechrag import adapter
     from mechrag.attribution.attention import (
         AttentionWeights,
         localized_weights,
         model_key,
         model_shape,
     )
+    from mechrag.models import adapter
 
     if not records:
         raise InputError("no training records to fit on")

@@ -20,7 +20,7 @@ from mechrag.errors import InputError
 
 @functools.lru_cache(maxsize=2)
 def _load_proxy(name: str, device: str):
-    from mechrag.models import load_model
+    from mechrag.models.loading import load_model
 
     return load_model(name, device=device)
 
@@ -49,7 +49,7 @@ class ProxyAttribution(SourceMethod):
         """The proxy model (a name is loaded and cached on the case model's device)."""
         self.check_inputs()
         if isinstance(self.proxy, str):
-            from mechrag import adapter
+            from mechrag.models import adapter
 
             return _load_proxy(self.proxy, str(adapter.device(case.model)))
         return self.proxy

@@ -46,10 +46,10 @@ import torch
 from jaxtyping import Bool, Float, Int
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.errors import InputError
-from mechrag.outputs import Serializable
+from mechrag.models import adapter
 from mechrag.prompts import PromptBuilder
+from mechrag.results.base import Serializable
 
 # Non-candidates score at most this fraction of the smallest exact score.
 NON_CANDIDATE_CEILING = 0.5

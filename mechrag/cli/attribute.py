@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from mechrag.attribution.methods import resolve_method
     from mechrag.case import Case
-    from mechrag.models import load_model
+    from mechrag.models.loading import load_model
 
     check_html(args)
     method = resolve_method(args.method).with_settings(

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
-    from mechrag.data import load_hotpotqa
-    from mechrag.models import load_model
+    from mechrag.data.loaders import load_hotpotqa
+    from mechrag.models.loading import load_model
 
     example = next(e for e in load_hotpotqa(distractors=2) if e.id == DEMO_EXAMPLE_ID)
     print(

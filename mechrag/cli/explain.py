@@ -63,11 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from mechrag.models import load_model
-    from mechrag.pipeline import explain
+    from mechrag.models.loading import load_model
     from mechrag.protocols import get_protocol
     from mechrag.retrieval.conditions import PromptConditions
     from mechrag.retrieval.corpus import Corpus, build_corpus
+    from mechrag.retrieval.rag_e import explain
     from mechrag.retrieval.retriever import Retriever
 
     check_question(args)

@@ -62,7 +62,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 
 def training_examples(args: argparse.Namespace) -> list:
-    from mechrag.data import cut_to_sentences, load_examples
+    from mechrag.data.loaders import cut_to_sentences, load_examples
 
     examples = []
     for dataset in args.dataset:
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.attribution.attention import model_key, model_shape
     from mechrag.attribution.attention_fit import training_record, weights_from_records
     from mechrag.case import Case
-    from mechrag.outputs import append_jsonl, run_records
+    from mechrag.results.files import append_jsonl, run_records
     from mechrag.sweep.backends import load_sweep_model
 
     check_arguments(args)

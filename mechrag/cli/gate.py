@@ -35,7 +35,7 @@ def marked(echo_result) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mechrag.mechanism.echo import DEFAULT_THRESHOLD
-    from mechrag.mechanism.gating_rules import DEFAULT_FACTORS, DEFAULT_K, GATING_MODES, RULES
+    from mechrag.mechanism.gating.rules import DEFAULT_FACTORS, DEFAULT_K, GATING_MODES, RULES
 
     add_question_arguments(parser)
     add_model_arguments(parser, max_new_tokens=32)
@@ -63,9 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
-    from mechrag.mechanism.gating_report import compare_gating
-    from mechrag.mechanism.gating_rules import GatingRule
-    from mechrag.models import load_model
+    from mechrag.mechanism.gating.comparison import compare_gating
+    from mechrag.mechanism.gating.rules import GatingRule
+    from mechrag.models.loading import load_model
 
     check_html(args)
     sources = read_sources(args)

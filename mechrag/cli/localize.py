@@ -33,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
     from mechrag.mechanism.consensus import consensus, paper_record
-    from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
-    from mechrag.models import load_model
-    from mechrag.outputs import write_json
+    from mechrag.models.loading import load_model
     from mechrag.plots import save_figure
+    from mechrag.results.components import DEFAULT_GAIN_DEFINITION
+    from mechrag.results.files import write_json
 
     protocol = get_protocol(args.protocol)
     check_html(args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mechrag.data import SPLITS
+from mechrag.data.loaders import SPLITS
 from mechrag.errors import InputError, read_input_text
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend, read_toml
 
@@ -37,7 +37,7 @@ def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) ->
 def data_options(args: argparse.Namespace, **defaults) -> dict:
     """The reader options given on the command line (``--distractors`` ...), plus those of
     ``defaults`` that the data set's reader takes (SQuAD takes no ``distractors``)."""
-    from mechrag.data import reader_options
+    from mechrag.data.loaders import reader_options
 
     given = {key: getattr(args, flag) for flag, key in DATA_FLAGS.items()}
     given = {key: value for key, value in given.items() if value is not None}

@@ -10,11 +10,11 @@ _MODULES = {
     ),
     "mechrag.mechanism.consensus": ("Consensus", "ModuleConsensus", "consensus", "paper_record"),
     "mechrag.mechanism.echo": ("Echo", "detector_scores", "echo"),
-    "mechrag.mechanism.gated_decoding": ("GatedDecoding", "decode_with_gates"),
-    "mechrag.mechanism.gates": ("Gates", "edit_components", "gate"),
-    "mechrag.mechanism.gating_report": ("GatingComparison", "compare_gating"),
-    "mechrag.mechanism.gating_rules": ("GatingRule", "RULES", "random_gates"),
-    "mechrag.mechanism.result": ("Component", "ComponentAttribution"),
+    "mechrag.mechanism.gating.decoding": ("GatedDecoding", "decode_with_gates"),
+    "mechrag.mechanism.gating.gates": ("Gates", "edit_components", "gate"),
+    "mechrag.mechanism.gating.comparison": ("GatingComparison", "compare_gating"),
+    "mechrag.mechanism.gating.rules": ("GatingRule", "RULES", "random_gates"),
+    "mechrag.results.components": ("Component", "ComponentAttribution"),
     "mechrag.mechanism.semantic_gain": ("SemanticGain", "case_semantic_gain", "semantic_gain"),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, globals(), _MODULES)

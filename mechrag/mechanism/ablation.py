@@ -42,9 +42,9 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.errors import InputError
-from mechrag.mechanism.gates import _head_hook, check_components, edit_components, gate
+from mechrag.mechanism.gating.gates import _head_hook, check_components, edit_components, gate
+from mechrag.models import adapter
 
 MODES = ("zero", "scale", "mean", "uniform")
 KINDS = ("head", "mlp", "all")

@@ -1,7 +1,7 @@
 """ARC-JSD's consensus statistic (Li et al. 2025, §6.2, Eq. 11-12, Table 3), with a null.
 
 Per module type (attention, MLP: ranked separately), over the ``L`` layers of one
-:class:`~mechrag.mechanism.result.ComponentAttribution`:
+:class:`~mechrag.results.components.ComponentAttribution`:
 
 * ``J[l]``: the layer's JSD: for attention the mean of its heads' JSD ("we first average the
   JSD scores of all attention heads in the same layer"), for the MLP its own;
@@ -43,9 +43,9 @@ from jaxtyping import Float, Int
 from scipy import stats
 
 from mechrag.errors import InputError
-from mechrag.mechanism.result import ComponentAttribution
 from mechrag.metrics.agreement import spearman_test
-from mechrag.outputs import Serializable
+from mechrag.results.base import Serializable
+from mechrag.results.components import ComponentAttribution
 
 TOP_N = 10
 N_PERMUTATIONS = 1000

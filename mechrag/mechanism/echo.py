@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from jaxtyping import Bool, Float
 
-from mechrag.outputs import Serializable
+from mechrag.results.base import Serializable
 
 DEFAULT_THRESHOLD = 0.1
 

@@ -3,13 +3,13 @@
 A component's *write* is what it adds to the residual stream: for attention head ``h`` of layer
 ``l`` that is ``z[l, h] @ W_O[l, h]`` (``z`` is the head's attention-weighted value,
 ``[d_head]``; ``W_O[l, h]`` its ``[d_head, d_model]`` slice of the output projection, so the head
-writes ``z W_O[l, h]``, never ``z W_O^T``); for an MLP it is ``hook_mlp_out``. The per-head
-writes (:func:`mechrag.adapter.head_writes`) plus the output bias sum to the attention block's
+writes ``z W_O[l, h]``, never ``z W_O^T``); for an MLP it is ``hook_mlp_out``. The per-head writes
+(:func:`mechrag.models.adapter.head_writes`) plus the output bias sum to the attention block's
 output. The lens maps any write ``x`` to ``log_softmax(cap(unembed(final_norm(x))))`` with the
 model's own final-norm and unembedding modules and its logit soft-cap when it has one, always in
-float32 (see :mod:`mechrag.adapter`). Activations are captured at response positions only,
-through the engine; heads are projected in chunks so the ``[.., vocab]`` tensors stay under a
-fixed element budget.
+float32 (see :mod:`mechrag.models.adapter`). Activations are captured at response positions only,
+through the engine; heads are projected in chunks so the ``[.., vocab]`` tensors stay under a fixed
+element budget.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from einops import rearrange
 from jaxtyping import Float
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.divergences import jsd
+from mechrag.models import adapter
 
 DEFAULT_LOGIT_BUDGET = 1 << 25  # vocabulary-sized float32 elements held at once (128 MiB)
 
@@ -31,7 +31,7 @@ DEFAULT_LOGIT_BUDGET = 1 << 25  # vocabulary-sized float32 elements held at once
 class ResponseActivations:
     """Activations at the response positions of each row (as :meth:`mechrag.Case.capture`).
 
-    One entry per site of :data:`mechrag.adapter.SITES`: ``z[l]`` is layer ``l``'s per-head
+    One entry per site of :data:`mechrag.models.adapter.SITES`: ``z[l]`` is layer ``l``'s per-head
     input to ``W_O``; ``resid_pre/mid/post[l]`` and ``mlp_out[l]`` are the residual stream before
     attention, between attention and MLP, after the block, and the MLP output of layer ``l``.
     """

@@ -16,10 +16,10 @@ import time
 import numpy as np
 import torch
 
-from mechrag import adapter
 from mechrag.mechanism.lens import ResponseActivations, head_lens_jsd, layer_lens_jsd
-from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION, ComponentAttribution
 from mechrag.mechanism.semantic_gain import check_definition, semantic_gain
+from mechrag.models import adapter
+from mechrag.results.components import DEFAULT_GAIN_DEFINITION, ComponentAttribution
 
 
 @torch.inference_mode()

@@ -16,11 +16,11 @@ component moved the residual stream toward the target. Two definitions of the re
 
 * ``"argmax_token"`` (the paper's, Eq. 7-10; the default): ``v(x) = W_U[:, argmax logit(x)]``,
   the unembedding column of the logit lens's greedy token, ``logit(x) = W_U final_norm(x)``
-  (with the model's soft-cap, in float32, as :mod:`mechrag.adapter` applies it). The paper
+  (with the model's soft-cap, in float32, as :mod:`mechrag.models.adapter` applies it). The paper
   defines the gain per layer only (the attention block is the layer's whole ``a^l``), so there
   is no per-head gain: :attr:`SemanticGain.heads` is ``None``. Where a per-component gain for
   heads is needed (gating), use the layer's attention gain
-  (:meth:`mechrag.mechanism.result.ComponentAttribution.component_gains`). The text leaves
+  (:meth:`mechrag.results.components.ComponentAttribution.component_gains`). The text leaves
   layer 0's ``x^pre`` open; here it is the input to block 0 (the embedding output, as captured
   at ``hook_resid_pre``), and the official code has no semantic-gain code to follow.
 * ``"residual_cosine"`` (mechrag's continuous gain): ``v(x) = final_norm(x)``, the residual
@@ -40,10 +40,10 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.errors import InputError
 from mechrag.mechanism.lens import ResponseActivations
-from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION, GAIN_DEFINITIONS
+from mechrag.models import adapter
+from mechrag.results.components import DEFAULT_GAIN_DEFINITION, GAIN_DEFINITIONS
 
 TARGETS = ("response", "answer")
 

@@ -6,7 +6,7 @@ Plain functions on score arrays over the same documents (one entry per document 
 
 The retriever's scores are either its similarities or, as RAG-E's code scores its prompt
 conditions, the prompt positions (:func:`position_scores`: ``[n − 1, ..., 0]``, the first slot
-highest). Every function here reads whichever it is given; :func:`mechrag.pipeline.explain`
+highest). Every function here reads whichever it is given; :func:`mechrag.retrieval.rag_e.explain`
 chooses (``retriever_scores="position" | "similarity"``).
 
 Ranks and ``k`` count from 1: "top k" is the set of the ``k`` highest scores (ranks 1..k, ties

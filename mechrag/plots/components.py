@@ -1,6 +1,6 @@
 """Figures for component attributions: head heatmap, layer profiles, residual lens, gain scatter.
 
-Every function takes a :class:`~mechrag.mechanism.result.ComponentAttribution` (the gain scatter
+Every function takes a :class:`~mechrag.results.components.ComponentAttribution` (the gain scatter
 also a list of them, pooled) and returns a matplotlib Figure sized for a paper column.
 """
 

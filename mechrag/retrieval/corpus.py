@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from mechrag.data import DATASETS, RAGExample, load_examples, reader_options
+from mechrag.data.loaders import DATASETS, RAGExample, load_examples, reader_options
 from mechrag.errors import InputError, read_input_text
-from mechrag.outputs import write_text_atomic
+from mechrag.results.files import write_text_atomic
 from mechrag.sources import Source
 
 CORPUS_DATASETS = DATASETS  # every shipped data set (the retrieval command's choices)

@@ -60,7 +60,8 @@ from captum.attr import IntegratedGradients
 from jaxtyping import Float, Int
 
 from mechrag.errors import InputError
-from mechrag.outputs import Serializable, json_ready
+from mechrag.results.base import Serializable
+from mechrag.results.files import json_ready
 from mechrag.retrieval.encoder import DenseEncoder
 from mechrag.retrieval.options import BASELINES, INTEGRATION_METHODS
 

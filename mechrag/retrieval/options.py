@@ -2,7 +2,7 @@
 that the command line offers them as choices before anything heavy loads.
 
 Their meaning is documented where they are used: :mod:`mechrag.retrieval.integrated_gradients`
-(the baselines, the integration methods) and :mod:`mechrag.pipeline` (the retriever scores).
+(the baselines, the integration methods) and :mod:`mechrag.retrieval.rag_e` (the retriever scores).
 """
 
 BASELINES = ("unk", "pad", "mask", "zero", "zero_all")

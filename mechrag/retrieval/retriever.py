@@ -17,7 +17,7 @@ import torch
 from jaxtyping import Float
 
 from mechrag.errors import InputError
-from mechrag.outputs import write_json
+from mechrag.results.files import write_json
 from mechrag.retrieval.corpus import Corpus, Document
 from mechrag.retrieval.encoder import DenseEncoder, load_encoder
 from mechrag.retrieval.index import FlatIndex

@@ -18,10 +18,10 @@ TOY_PREFIX = "toy:"
 def load_sweep_model(name: str | None):
     """``mechrag.load_model(name)``; ``"toy:FAMILY"`` builds a tiny random model instead."""
     if name is not None and name.startswith(TOY_PREFIX):
-        from mechrag.toy import tiny_model
+        from mechrag.models.toy import tiny_model
 
         return tiny_model(name.removeprefix(TOY_PREFIX))
-    from mechrag.models import load_model
+    from mechrag.models.loading import load_model
 
     return load_model(name)
 

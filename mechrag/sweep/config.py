@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from mechrag.data import DATASETS
+from mechrag.data.loaders import DATASETS
 from mechrag.errors import InputError
 
 
@@ -24,7 +24,7 @@ class SweepConfig:
     ``data``: options of the data set's reader (``distractors``, ``unit``, ``seed``, ``split``;
     SQuAD takes none). ``path``: a data file instead of the shipped sample. ``model``: as for
     :func:`mechrag.load_model` (``None``: the embedded model; ``"toy:llama"``: a tiny random
-    model from :mod:`mechrag.toy`).
+    model from :mod:`mechrag.models.toy`).
     """
 
     method: str

@@ -125,8 +125,8 @@ def run_localize(model, example, options: dict) -> dict:
     permutation null; :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns.
     """
     from mechrag.mechanism.consensus import consensus
-    from mechrag.mechanism.result import DEFAULT_GAIN_DEFINITION
     from mechrag.protocols import get_protocol
+    from mechrag.results.components import DEFAULT_GAIN_DEFINITION
 
     protocol = get_protocol(options.get("protocol", "arc-jsd"))
     gains = options.get("gains", True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from mechrag._version import __version__
-from mechrag.outputs import run_records
+from mechrag.results.files import run_records
 
 RECORDS_FILE = "records.jsonl"
 CONFIG_FILE = "config.json"
@@ -51,7 +51,7 @@ def error_info(error: BaseException) -> dict:
 
 def latest_records(out: str | Path, config_hash: str | None = None) -> dict[str, dict]:
     """The newest record of each example in ``out`` (for ``config_hash`` when given), from its
-    compacted ``records.jsonl.gz`` (:func:`mechrag.outputs.compact_records`) and its
+    compacted ``records.jsonl.gz`` (:func:`mechrag.results.files.compact_records`) and its
     ``records.jsonl``, so a committed, compacted sweep resumes where it stopped."""
     latest = {}
     for record in run_records(out):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from mechrag.errors import InputError, InputFileError, require_extra
-from mechrag.outputs import JsonlWriter, write_json
+from mechrag.results.files import JsonlWriter, write_json
 from mechrag.sweep.backends import load_sweep_model, run_local  # noqa: F401 - its old path
 from mechrag.sweep.config import Backend, SweepConfig
 from mechrag.sweep.methods import get_method
@@ -36,7 +36,7 @@ class ConfigChangedError(InputError):
 
 def load_sweep_examples(config: SweepConfig) -> list:
     """The first ``config.n`` examples of the config's data set, with unique ids."""
-    from mechrag.data import load_examples, reader_options
+    from mechrag.data.loaders import load_examples, reader_options
 
     accepted = reader_options(config.dataset)
     unknown = sorted(set(config.data) - accepted)

@@ -1,4 +1,4 @@
-"""The view of a :class:`~mechrag.mechanism.result.ComponentAttribution`: the layer x head
+"""The view of a :class:`~mechrag.results.components.ComponentAttribution`: the layer x head
 heatmap, the MLP and residual-stream profiles over layers, and the top components."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Views of :class:`~mechrag.mechanism.echo.Echo` (per-token echo over the response) and of
-:class:`~mechrag.mechanism.gating_report.GatingComparison` (the answer with and without gates,
+:class:`~mechrag.mechanism.gating.comparison.GatingComparison` (the answer with and without gates,
 on one echo scale)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Views of a :class:`~mechrag.pipeline.PipelineExplanation` (both sides of one RAG answer and
-their alignment) and of a retriever :class:`~mechrag.retrieval.integrated_gradients.
+"""Views of a :class:`~mechrag.retrieval.rag_e.PipelineExplanation` (both sides of one RAG answer
+and their alignment) and of a retriever :class:`~mechrag.retrieval.integrated_gradients.
 TokenAttribution` (integrated-gradients saliency over one text)."""
 
 from __future__ import annotations

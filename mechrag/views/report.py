@@ -14,32 +14,32 @@ from html import escape
 from pathlib import Path
 
 from mechrag.errors import InputError
-from mechrag.outputs import write_text_atomic
+from mechrag.results.files import write_text_atomic
 from mechrag.views.render import to_html_page
 
 REPORT_NAME = "report.html"
 
 
 def _attribution(data: dict):
-    from mechrag.results import Attribution
+    from mechrag.results.attribution import Attribution
 
     return Attribution.from_dict(data)
 
 
 def _components(data: dict):
-    from mechrag.mechanism.result import ComponentAttribution
+    from mechrag.results.components import ComponentAttribution
 
     return ComponentAttribution.from_dict(data)
 
 
 def _explanation(data: dict):
-    from mechrag.pipeline import PipelineExplanation
+    from mechrag.retrieval.rag_e import PipelineExplanation
 
     return PipelineExplanation.from_dict(data)
 
 
 def _gating(data: dict):
-    from mechrag.mechanism.gating_report import GatingComparison
+    from mechrag.mechanism.gating.comparison import GatingComparison
 
     return GatingComparison.from_dict(data)
 

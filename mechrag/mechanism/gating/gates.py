@@ -23,8 +23,8 @@ import torch
 from jaxtyping import Float
 from torch import Tensor
 
-from mechrag import adapter
 from mechrag.errors import InputError
+from mechrag.models import adapter
 
 # ``edit(activation)`` returns the replacement for a [..., n_chosen, d_head] slice of ``z`` (heads)
 # or for a [..., d_model] MLP output.

@@ -1,22 +1,90 @@
-"""Results: one base every method's result shares, and the per-source :class:`Attribution`.
+"""The result base: what every result shares to serialise, show and save itself.
 
-A :class:`Result` scores a flat list of items (sources, heads and MLPs, ...): higher = the
-response rests on the item more. The base ranks, tabulates (``to_frame``), serialises
-(``to_dict``/``from_dict``), prints its top items, plots and saves itself; a subclass names its
-items through small hooks (``labels``, ``_item``, ``_key_columns``, ``_extra_columns``).
+:class:`Serializable` gives result dataclasses ``to_dict``, ``from_dict``, ``to_json`` and
+``save`` (the JSON file and the figures the result draws), and ``to_html`` (also a notebook's
+``_repr_html_``) and ``save_html``. A :class:`Result` scores a flat list of items (sources, heads
+and MLPs, ...): higher = the response rests on the item more. The base ranks, tabulates
+(``to_frame``), serialises (``to_dict``/``from_dict``), prints its top items, plots and saves
+itself; a subclass names its items through small hooks (``labels``, ``_item``,
+``_key_columns``, ``_extra_columns``).
+
+Results sit below their presentation: :mod:`mechrag.views` and :mod:`mechrag.plots` import
+results, and a result reaches its view or figure only inside the method that draws it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from jaxtyping import Float
 
-from mechrag.outputs import Serializable, write_json, write_text_atomic
-from mechrag.sources import Source
+from mechrag.results.files import json_ready, write_json, write_text_atomic
+
+
+class Serializable:
+    """What every result dataclass shares to serialise and save itself.
+
+    ``to_dict`` holds the dataclass fields (JSON-ready; a subclass may add derived entries, such
+    as summaries), ``from_dict`` reads the fields back and ignores derived entries, and ``save``
+    writes ``to_dict`` and the figures of ``plots``.
+    """
+
+    default_name: ClassVar[str] = "result"
+
+    def to_dict(self) -> dict:
+        """JSON-ready dictionary of the fields (``from_dict`` inverts it)."""
+        return {f.name: json_ready(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """The result ``to_dict`` describes (entries that are not fields are derived: skipped)."""
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        return cls(**{name: value for name, value in data.items() if name in names})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    def plots(self, name: str) -> dict[str, Callable]:
+        """The figures ``save`` writes: file stem -> function drawing it (none by default)."""
+        return {}
+
+    def to_html(self) -> str:
+        """This result as an HTML fragment with inline CSS (its view in :mod:`mechrag.views`)."""
+        from mechrag.views.render import to_html
+
+        return to_html(self)
+
+    def _repr_html_(self) -> str:
+        """What a notebook shows for this result: :meth:`to_html`."""
+        return self.to_html()
+
+    def to_html_page(self, title: str | None = None) -> str:
+        """A complete self-contained page of this result: no script, nothing loaded."""
+        from mechrag.views.render import to_html_page
+
+        return to_html_page([self], title or type(self).__name__)
+
+    def save_html(self, path: str | Path, title: str | None = None) -> Path:
+        """Write :meth:`to_html_page` to ``path``, atomically."""
+        return write_text_atomic(path, self.to_html_page(title))
+
+    def save(self, directory: str | Path, name: str | None = None) -> list[Path]:
+        """Write ``name``.json (default :attr:`default_name`) and each figure of ``plots`` as
+        .png/.svg under ``directory``; each file appears only once fully written.
+
+        Returns the written paths.
+        """
+        from mechrag.plots.results import save_figures
+
+        directory, name = Path(directory), name or self.default_name
+        record = write_json(directory / f"{name}.json", self.to_dict())
+        return [record, *save_figures(self.plots(name), directory)]
 
 
 @dataclass
@@ -107,69 +175,3 @@ class Result(Serializable):
 
     def _summary(self) -> str:
         return f"n_items={self.scores.size}"
-
-
-@dataclass(repr=False)
-class Attribution(Result):
-    """Per-source scores for one query, context and response.
-
-    ``token_scores[i, t]`` is source ``i``'s contribution at response token ``t`` (for ARC-JSD
-    the JSD at that token; ``scores`` is its sum over tokens).
-    """
-
-    query: str
-    sources: list[Source]
-    scores: Float[np.ndarray, " n_sources"]
-    response: str
-    response_ids: list[int]
-    response_tokens: list[str]
-    token_scores: Float[np.ndarray, "n_sources n_response"] | None = None
-
-    def __post_init__(self) -> None:
-        self.sources = [s if isinstance(s, Source) else Source(**s) for s in self.sources]
-        self.scores = np.asarray(self.scores, dtype=np.float64)
-        if self.scores.shape != (len(self.sources),):
-            raise ValueError(f"scores must be [{len(self.sources)}], got {self.scores.shape}")
-        if self.token_scores is not None:
-            self.token_scores = np.asarray(self.token_scores, dtype=np.float64)
-            expected = (len(self.sources), len(self.response_ids))
-            if self.token_scores.shape != expected:
-                raise ValueError(f"token_scores must be {expected}, got {self.token_scores.shape}")
-
-    @property
-    def labels(self) -> list[str]:
-        return [s.id for s in self.sources]
-
-    def _item(self, index: int) -> tuple[Source, float]:
-        return self.sources[index], float(self.scores[index])
-
-    def _key_columns(self) -> dict:
-        return {"source_id": self.labels}
-
-    def _extra_columns(self) -> dict:
-        return {
-            "title": [s.title for s in self.sources],
-            "paragraph": [s.paragraph for s in self.sources],
-            "text": [s.text for s in self.sources],
-        }
-
-    def _summary(self) -> str:
-        return f"n_sources={len(self.sources)}, n_response={len(self.response_ids)}"
-
-    def plot(self, k: int | None = 15, ax=None, highlight=()):
-        """Bars of the top ``k`` sources with their text (``highlight``: e.g. gold ids)."""
-        from mechrag.plots.sources import plot_source_scores
-
-        return plot_source_scores(self, k=k, ax=ax, highlight=highlight)
-
-    def to_html(self, source: str | None = None) -> str:
-        """HTML fragment: context, ranked bars, response heat of ``source`` (default: top)."""
-        from mechrag.views.attribution import attribution_html
-
-        return attribution_html(self, source=source)
-
-    def plot_tokens(self, k: int | None = 10, ax=None, **kwargs):
-        """Heatmap of the top ``k`` sources by response token; returns the figure."""
-        from mechrag.plots.sources import plot_token_scores
-
-        return plot_token_scores(self, k=k, ax=ax, **kwargs)

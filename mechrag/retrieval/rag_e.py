@@ -46,9 +46,10 @@ from mechrag.metrics.alignment import (
     ranks,
     warg,
 )
-from mechrag.outputs import Serializable, json_ready
 from mechrag.protocols import get_protocol
-from mechrag.results import Attribution
+from mechrag.results.attribution import Attribution
+from mechrag.results.base import Serializable
+from mechrag.results.files import json_ready
 from mechrag.retrieval.conditions import DRAWS, PromptCondition, PromptConditions
 from mechrag.retrieval.corpus import Document, Origin
 from mechrag.retrieval.integrated_gradients import RetrieverIntegratedGradients, TokenAttribution

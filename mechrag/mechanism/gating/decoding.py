@@ -7,10 +7,11 @@ and the query-alone prompt, both followed by ``r_<t``. It feeds the last token t
 undone (its cache cut by one position) and re-run with the gates active, so both the next token
 and that position's keys and values come from the gated model. The token is ``argmax`` of the
 (possibly gated) context distribution. With no gate firing the result equals plain greedy
-decoding token for token (a test checks this against :func:`mechrag.adapter.greedy_generate`).
+decoding token for token (a test checks this against
+:func:`mechrag.models.adapter.greedy_generate`).
 
-:func:`prefill` and :func:`extend` run through :func:`mechrag.adapter.forward`; undoing a step
-cuts the cache through :func:`mechrag.adapter.drop_last_position`.
+:func:`prefill` and :func:`extend` run through :func:`mechrag.models.adapter.forward`; undoing a
+step cuts the cache through :func:`mechrag.models.adapter.drop_last_position`.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
-from mechrag import adapter
 from mechrag.divergences import jsd
 from mechrag.errors import InputError
-from mechrag.mechanism.gates import Gates
-from mechrag.outputs import Serializable
+from mechrag.mechanism.gating.gates import Gates
+from mechrag.models import adapter
+from mechrag.results.base import Serializable
 
 NextLogprobs = Float[torch.Tensor, " vocab"]
 

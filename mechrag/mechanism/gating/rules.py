@@ -1,6 +1,6 @@
 """Gating rules: gate factors from component context JSD and semantic gain.
 
-Input: a :class:`~mechrag.mechanism.result.ComponentAttribution` (per example, or averaged over a
+Input: a :class:`~mechrag.results.components.ComponentAttribution` (per example, or averaged over a
 calibration set with ``ComponentAttribution.average``) with scores ``J_c`` (summed logit-lens JSD
 of component ``c``'s write when the top source is removed: how much context the component
 carries) and semantic gains ``G_c`` (toward the response). ``T_k`` is the set of the ``k``
@@ -38,12 +38,12 @@ import numpy as np
 from mechrag.errors import InputError
 
 if TYPE_CHECKING:  # the rules themselves need only numpy: the command line reads RULES fast
-    from mechrag.mechanism.gates import Gates
-    from mechrag.mechanism.result import ComponentAttribution
+    from mechrag.mechanism.gating.gates import Gates
+    from mechrag.results.components import ComponentAttribution
 
 RULES = ("paper", "damp", "sigmoid", "amplify")
 # When gates act during generation: ``dynamic`` only at steps whose context echo is below the
-# threshold (:mod:`mechrag.mechanism.gated_decoding`), ``static`` at every step.
+# threshold (:mod:`mechrag.mechanism.gating.decoding`), ``static`` at every step.
 GATING_MODES = ("dynamic", "static")
 DEFAULT_FACTORS = {"paper": 0.7, "damp": 0.0, "sigmoid": 0.0, "amplify": 1.5}
 # Components per rule when ``k`` is not given (``paper``: 5 heads and 5 MLPs, Table 4).
@@ -52,7 +52,7 @@ DEFAULT_K = {"paper": 5, "damp": 10, "sigmoid": 10, "amplify": 10}
 
 def _gates_from_flat(attribution: ComponentAttribution, factors: dict[int, float]) -> Gates:
     """``Gates`` from flat component indices (heads layer-major, then MLPs) -> factor."""
-    from mechrag.mechanism.gates import Gates
+    from mechrag.mechanism.gating.gates import Gates
 
     heads, mlps = {}, {}
     for index, factor in factors.items():
@@ -148,7 +148,7 @@ class GatingRule:
     def _paper_gates(self, attribution: ComponentAttribution) -> Gates:
         """Top ``k`` heads and top ``k_mlps`` MLPs by JSD (ranked separately, ties in layer-major
         order); those whose layer's attention gain (heads) or MLP gain is negative are gated."""
-        from mechrag.mechanism.gates import Gates
+        from mechrag.mechanism.gating.gates import Gates
 
         attn_gain, mlp_gain = attribution.attn_gain, attribution.mlp_gain
         if attn_gain is None or mlp_gain is None:
@@ -194,7 +194,7 @@ def random_gates(
     the rule never share a component (the paper protocol's control). ``seed``: an int or a
     sequence such as ``(seed, example number)``, so each example draws afresh.
     """
-    from mechrag.mechanism.gates import Gates
+    from mechrag.mechanism.gating.gates import Gates
 
     gated_heads = [layer * n_heads + head for layer, head in gates.heads] if exclude_gated else []
     head_pool = _free_slots(n_layers * n_heads, gated_heads)

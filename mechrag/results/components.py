@@ -18,7 +18,7 @@ import pandas as pd
 from jaxtyping import Float
 
 from mechrag.errors import InputError
-from mechrag.results import Result
+from mechrag.results.base import Result
 
 ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
 # Semantic-gain definitions (see mechrag.mechanism.semantic_gain); the first is the paper's.

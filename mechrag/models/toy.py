@@ -102,7 +102,7 @@ def tiny_model(
     dtype: torch.dtype = torch.float32,
 ):
     """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones."""
-    from mechrag.models import wrap_hf_model
+    from mechrag.models.loading import wrap_hf_model
 
     tokenizer = byte_tokenizer(chat=chat, prefix_space=prefix_space)
     hf_model = tiny_hf_model(family, len(tokenizer), seed).to(dtype)

@@ -1,9 +1,9 @@
 """One response with and without gating, side by side: what ``mechrag gate`` reports and saves.
 
 :func:`compare_gating` takes a case's response and its context echo, localises the top source's
-heads and MLPs, turns them into gates with a :class:`~mechrag.mechanism.gating_rules.GatingRule`
+heads and MLPs, turns them into gates with a :class:`~mechrag.mechanism.gating.rules.GatingRule`
 and generates again with the gates on (``dynamic``: only at the steps whose echo is below the
-threshold, see :mod:`mechrag.mechanism.gated_decoding`; ``static``: at every step). The
+threshold, see :mod:`mechrag.mechanism.gating.decoding`; ``static``: at every step). The
 :class:`GatingComparison` it returns saves ``gate.json`` and the two echo strips.
 """
 
@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mechrag import adapter
 from mechrag.case import Case
 from mechrag.errors import InputError
 from mechrag.mechanism.echo import DEFAULT_THRESHOLD, Echo, echo
-from mechrag.mechanism.gated_decoding import decode_with_gates
-from mechrag.mechanism.gates import Gates
-from mechrag.mechanism.gating_rules import GATING_MODES, GatingRule
-from mechrag.outputs import Serializable
+from mechrag.mechanism.gating.decoding import decode_with_gates
+from mechrag.mechanism.gating.gates import Gates
+from mechrag.mechanism.gating.rules import GATING_MODES, GatingRule
+from mechrag.models import adapter
+from mechrag.results.base import Serializable
 
 
 @dataclass

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import torch
 
-from mechrag.adapter import patch_kv_cache_argument
 from mechrag.errors import InputError, InputFileError, MissingDependencyError, require_extra
+from mechrag.models.adapter import patch_kv_cache_argument
 
 log = logging.getLogger(__name__)
 

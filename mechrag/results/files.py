@@ -4,10 +4,10 @@ Whole files are written through a temporary file and an atomic rename. Record lo
 lines appended one record per ``write`` + ``flush`` + ``fsync``: a kill can tear at most the
 last line, which :func:`repair_jsonl` cuts off before a resumed run appends again.
 
-Every result serialises one way: :func:`json_ready` turns it into JSON types, :func:`write_json`
-writes that atomically, and :class:`Serializable` gives result dataclasses ``to_dict``,
-``from_dict``, ``to_json`` and ``save`` (the JSON file and the figures the result draws), and
-``to_html`` (also a notebook's ``_repr_html_``) and ``save_html`` (:mod:`mechrag.views`).
+Every result serialises one way: :func:`json_ready` turns it into JSON types and
+:func:`write_json` writes that atomically (:class:`mechrag.results.base.Serializable` builds on
+both). Run records (a sweep's or a study's ``records.jsonl``) are read, compacted and replaced
+here too.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import gzip
 import json
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -47,66 +45,6 @@ def json_ready(value):
 def write_json(path: str | Path, data) -> Path:
     """Write ``data`` (through :func:`json_ready`) as indented JSON, atomically."""
     return write_text_atomic(path, json.dumps(json_ready(data), indent=1))
-
-
-class Serializable:
-    """What every result dataclass shares to serialise and save itself.
-
-    ``to_dict`` holds the dataclass fields (JSON-ready; a subclass may add derived entries, such
-    as summaries), ``from_dict`` reads the fields back and ignores derived entries, and ``save``
-    writes ``to_dict`` and the figures of ``plots``.
-    """
-
-    default_name: ClassVar[str] = "result"
-
-    def to_dict(self) -> dict:
-        """JSON-ready dictionary of the fields (``from_dict`` inverts it)."""
-        return {f.name: json_ready(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict):
-        """The result ``to_dict`` describes (entries that are not fields are derived: skipped)."""
-        names = {f.name for f in dataclasses.fields(cls) if f.init}
-        return cls(**{name: value for name, value in data.items() if name in names})
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
-
-    def plots(self, name: str) -> dict[str, Callable]:
-        """The figures ``save`` writes: file stem -> function drawing it (none by default)."""
-        return {}
-
-    def to_html(self) -> str:
-        """This result as an HTML fragment with inline CSS (its view in :mod:`mechrag.views`)."""
-        from mechrag.views.render import to_html
-
-        return to_html(self)
-
-    def _repr_html_(self) -> str:
-        """What a notebook shows for this result: :meth:`to_html`."""
-        return self.to_html()
-
-    def to_html_page(self, title: str | None = None) -> str:
-        """A complete self-contained page of this result: no script, nothing loaded."""
-        from mechrag.views.render import to_html_page
-
-        return to_html_page([self], title or type(self).__name__)
-
-    def save_html(self, path: str | Path, title: str | None = None) -> Path:
-        """Write :meth:`to_html_page` to ``path``, atomically."""
-        return write_text_atomic(path, self.to_html_page(title))
-
-    def save(self, directory: str | Path, name: str | None = None) -> list[Path]:
-        """Write ``name``.json (default :attr:`default_name`) and each figure of ``plots`` as
-        .png/.svg under ``directory``; each file appears only once fully written.
-
-        Returns the written paths.
-        """
-        from mechrag.plots.results import save_figures
-
-        directory, name = Path(directory), name or self.default_name
-        record = write_json(directory / f"{name}.json", self.to_dict())
-        return [record, *save_figures(self.plots(name), directory)]
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
