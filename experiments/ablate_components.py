@@ -52,7 +52,7 @@ from mechrag.mechanism.ablation import (
     random_components,
 )
 from mechrag.metrics.detection import sign_flip_p
-from mechrag.protocols import PROTOCOLS
+from mechrag.protocols import LOCALIZE_PROTOCOL, PROTOCOLS
 from mechrag.sweep import (
     SweepConfig,
     load_records,
@@ -84,7 +84,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--protocol",
         choices=tuple(PROTOCOLS),
-        default="arc-jsd",
+        default=LOCALIZE_PROTOCOL,
         help="arc-jsd: uniform attention, as the official code masks heads; mechrag: zero",
     )
     parser.add_argument("--top-k", type=int, default=None, help="ablate the top-k by JSD")
@@ -100,7 +100,7 @@ def parse_args() -> argparse.Namespace:
     )
     add_backend_arguments(parser)
     args = parser.parse_args()
-    args.mode = args.mode or [PROTOCOLS[args.protocol].ablation_mode]
+    args.mode = args.mode or [PROTOCOLS[args.protocol].setting("ablation_mode")]
     if args.top_k is None and not (args.heads or args.mlps):
         parser.error("give --heads/--mlps or --top-k")
     if "uniform" in args.mode and (args.mlps or (args.top_k is not None and args.kind != "head")):

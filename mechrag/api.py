@@ -1,26 +1,38 @@
 """One-line conveniences: build a :class:`mechrag.Case` and run one method on it.
 
-Each takes every option of ``Case(...)`` and of the case method it stands for. Hold the case
-yourself (``case = mechrag.Case(model, query, sources)``) to run several methods on one question:
-they then share every scored subset.
+Each takes every option of ``Case(...)`` and of the case method it stands for, with their own
+defaults: read from those signatures, never restated. Hold the case yourself
+(``case = mechrag.Case(model, query, sources)``) to run several methods on one question: they
+then share every scored subset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 
 from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.screening import SourceScreen
 from mechrag.case import Case
 from mechrag.engine import Engine
-from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
-from mechrag.prompts import DEFAULT_TEMPLATE
 from mechrag.results.attribution import Attribution
 from mechrag.results.components import ComponentAttribution
 from mechrag.sources import Source
 
 Sources = str | Iterable[str] | Iterable[Source]
 Response = str | Sequence[int] | None
+
+
+def defaults(function: Callable) -> dict:
+    """The default of every parameter of ``function`` that has one."""
+    parameters = inspect.signature(function).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+CASE = defaults(Case.__init__)
+ARC_JSD = defaults(Case.arc_jsd)
+ATTRIBUTE = defaults(Case.attribute)
+LOCALIZE = defaults(Case.localize)
 
 
 def _case(model, query, sources, response, max_new_tokens, template, system_prompt, engine):
@@ -40,14 +52,14 @@ def arc_jsd(
     model,
     query: str,
     sources: Sources,
-    response: Response = None,
+    response: Response = CASE["response"],
     *,
-    divergence: str = "jsd",
-    screen: int | SourceScreen | None = None,
-    max_new_tokens: int = 64,
-    template: str = DEFAULT_TEMPLATE,
-    system_prompt: str | None = None,
-    engine: Engine | None = None,
+    divergence: str = ARC_JSD["divergence"],
+    screen: int | SourceScreen | None = ARC_JSD["screen"],
+    max_new_tokens: int = CASE["max_new_tokens"],
+    template: str = CASE["template"],
+    system_prompt: str | None = CASE["system_prompt"],
+    engine: Engine | None = CASE["engine"],
 ) -> Attribution:
     """``Case(model, query, sources, response, ...).arc_jsd(divergence, screen=screen)``."""
     case = _case(
@@ -60,19 +72,20 @@ def attribute(
     model,
     query: str,
     sources: Sources,
-    method: str | SourceMethod = "arc_jsd",
+    method: str | SourceMethod = ATTRIBUTE["method"],
     *,
-    budget: int | None = None,
-    seed: int | None = None,
-    value: str | None = None,
-    reuse_scored: bool | None = None,
-    response: Response = None,
-    max_new_tokens: int = 64,
-    template: str = DEFAULT_TEMPLATE,
-    system_prompt: str | None = None,
-    engine: Engine | None = None,
+    budget: int | None = ATTRIBUTE["budget"],
+    seed: int | None = ATTRIBUTE["seed"],
+    value: str | None = ATTRIBUTE["value"],
+    reuse_scored: bool | None = ATTRIBUTE["reuse_scored"],
+    response: Response = CASE["response"],
+    max_new_tokens: int = CASE["max_new_tokens"],
+    template: str = CASE["template"],
+    system_prompt: str | None = CASE["system_prompt"],
+    engine: Engine | None = CASE["engine"],
 ) -> Attribution:
-    """``Case(model, query, sources, response, ...).attribute(method, ...)``."""
+    """``Case(model, query, sources, response, ...).attribute(method, ...)``; ``budget``,
+    ``seed``, ``value`` and ``reuse_scored`` replace the method's own when given."""
     case = _case(
         model, query, sources, response, max_new_tokens, template, system_prompt, engine
     )
@@ -85,17 +98,17 @@ def localize(
     model,
     query: str,
     sources: Sources,
-    source: str | None = None,
+    source: str | None = LOCALIZE["source"],
     *,
-    gains: bool = True,
-    gain_definition: str | None = None,
-    protocol: str = "arc-jsd",
-    logit_budget: int = DEFAULT_LOGIT_BUDGET,
-    response: Response = None,
-    max_new_tokens: int = 64,
-    template: str = DEFAULT_TEMPLATE,
-    system_prompt: str | None = None,
-    engine: Engine | None = None,
+    gains: bool = LOCALIZE["gains"],
+    gain_definition: str | None = LOCALIZE["gain_definition"],
+    protocol: str = LOCALIZE["protocol"],
+    logit_budget: int = LOCALIZE["logit_budget"],
+    response: Response = CASE["response"],
+    max_new_tokens: int = CASE["max_new_tokens"],
+    template: str = CASE["template"],
+    system_prompt: str | None = CASE["system_prompt"],
+    engine: Engine | None = CASE["engine"],
 ) -> ComponentAttribution:
     """``Case(model, query, sources, response, ...).localize(source, ...)``."""
     case = _case(

@@ -28,6 +28,7 @@ from mechrag.attribution.base import SourceMethod
 from mechrag.attribution.games import value_game
 from mechrag.attribution.methods import resolve_method
 from mechrag.attribution.screening import SourceScreen
+from mechrag.defaults import MAX_NEW_TOKENS
 from mechrag.divergences import DIVERGENCES, jsd
 from mechrag.engine import Engine, Reference
 from mechrag.errors import InputError
@@ -35,8 +36,8 @@ from mechrag.mechanism.echo import DEFAULT_THRESHOLD
 from mechrag.mechanism.lens import DEFAULT_LOGIT_BUDGET
 from mechrag.models import adapter
 from mechrag.prompts import DEFAULT_TEMPLATE, PromptBuilder
+from mechrag.protocols import LOCALIZE_PROTOCOL, get_protocol
 from mechrag.results.attribution import Attribution
-from mechrag.results.components import DEFAULT_GAIN_DEFINITION
 from mechrag.sources import Source, as_sources
 
 Masks = Bool[np.ndarray, "n_masks n_sources"]
@@ -97,7 +98,7 @@ class Case:
         sources: str | Iterable[str] | Iterable[Source],
         response: str | Sequence[int] | None = None,
         *,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = MAX_NEW_TOKENS,
         template: str = DEFAULT_TEMPLATE,
         system_prompt: str | None = None,
         engine: Engine | None = None,
@@ -126,7 +127,7 @@ class Case:
         example,
         response: str | Sequence[int] | None = None,
         *,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = MAX_NEW_TOKENS,
         template: str = DEFAULT_TEMPLATE,
         system_prompt: str | None = None,
         engine: Engine | None = None,
@@ -364,7 +365,7 @@ class Case:
         )
 
     def arc_jsd(
-        self, divergence: str = "jsd", *, screen: int | SourceScreen | None = None
+        self, divergence: str = ARCJSD.divergence, *, screen: int | SourceScreen | None = None
     ) -> Attribution:
         """``ARCJSD(divergence, screen)(case)``: each source's summed per-token divergence when
         it alone is removed; see :class:`mechrag.attribution.arc_jsd.ARCJSD`."""
@@ -414,7 +415,7 @@ class Case:
         *,
         gains: bool = True,
         gain_definition: str | None = None,
-        protocol: str = "arc-jsd",
+        protocol: str = LOCALIZE_PROTOCOL,
         logit_budget: int = DEFAULT_LOGIT_BUDGET,
     ):
         """Per-head, per-MLP and per-layer logit-lens JSD when ``source`` is removed (Eq. 3-5).
@@ -428,12 +429,9 @@ class Case:
         elements held at once.
         """
         from mechrag.mechanism.localize import localize_source
-        from mechrag.protocols import get_protocol
 
         if gain_definition is None:
-            gain_definition = get_protocol(protocol).setting(
-                "gain_definition", DEFAULT_GAIN_DEFINITION
-            )
+            gain_definition = get_protocol(protocol).setting("gain_definition")
         attribution = self.arc_jsd() if source is None else None
         index = int(attribution.ranking[0]) if source is None else self.source_index(source)
         return localize_source(

@@ -8,6 +8,8 @@ traceback. Both derive from the builtin a Python caller would expect (``ValueErr
 
 from __future__ import annotations
 
+import argparse
+
 EXTRAS = {
     "retrieval": ("captum", "faiss"),
     "ray": ("ray", "pyarrow"),
@@ -66,3 +68,15 @@ def require_extra(extra: str, feature: str) -> None:
             missing = importlib.util.find_spec(module) is None
         if missing:
             raise MissingExtraError(extra, module, feature)
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (bad input ends the parse, before any
+    model loads)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value

@@ -15,9 +15,13 @@ earlier choices, kept as options:
   the official RAG-E code's conditions (``code``; mechrag before 0.3 mixed in ``ceil(k/2)``
   random documents, in corpus order: not kept) and true retriever similarities.
 
-``protocol=`` on :meth:`mechrag.Case.localize` and :func:`mechrag.explain`, ``--protocol`` on
-``mechrag localize``, ``gate`` and ``explain`` and on ``experiments/ablate_components.py``, and
-the ``protocol`` option of localize sweeps read :data:`PROTOCOLS`.
+A protocol is resolved once, where the work happens: :meth:`mechrag.Case.localize`,
+:func:`mechrag.explain` and :func:`mechrag.mechanism.gating.comparison.compare_gating` take
+``protocol=`` (default :data:`LOCALIZE_PROTOCOL` or :data:`EXPLAIN_PROTOCOL`); ``--protocol`` on
+``mechrag localize``, ``gate`` and ``explain``, on ``experiments/ablate_components.py`` and the
+``protocol`` option of localize sweeps pass the name through. What a protocol implies is a field
+(``consensus``: localisation reports the paper's consensus statistic), never a test of its name;
+a setting it leaves ``None`` takes the library's choice in :data:`UNFIXED`.
 """
 
 from __future__ import annotations
@@ -39,11 +43,27 @@ class Protocol:
     conditions_preset: str | None = None
     retriever_scores: str | None = None
     k: int | None = None  # documents retrieved
+    consensus: bool = False  # localisation reports the paper's consensus statistic (Eq. 11-12)
 
-    def setting(self, field: str, fallback):
-        """The protocol's value of ``field``, or ``fallback`` where it fixes none."""
+    def setting(self, field: str):
+        """The protocol's value of ``field``, or the library's (:data:`UNFIXED`) where it fixes
+        none."""
         value = getattr(self, field)
-        return fallback if value is None else value
+        return UNFIXED[field] if value is None else value
+
+
+# The library's choice where a protocol fixes nothing (``Protocol.setting``).
+UNFIXED = {
+    "gain_definition": "argmax_token",
+    "gating_rule": "paper",
+    "ablation_mode": "uniform",
+    "conditions_preset": "paper",
+    "retriever_scores": "position",
+    "k": 5,
+}
+# The protocol each workflow follows unless told otherwise.
+LOCALIZE_PROTOCOL = "arc-jsd"  # Case.localize, mechrag localize and gate, localize sweeps
+EXPLAIN_PROTOCOL = "rag-e"  # explain, mechrag explain
 
 
 PROTOCOLS: dict[str, Protocol] = {
@@ -55,6 +75,7 @@ PROTOCOLS: dict[str, Protocol] = {
             gain_definition="argmax_token",
             gating_rule="paper",
             ablation_mode="uniform",
+            consensus=True,
         ),
         Protocol(
             "rag-e",

@@ -16,6 +16,7 @@ from mechrag.cli.common import (
     add_output_arguments,
     add_question_arguments,
     check_html,
+    positive_int,
     print_ranking,
     print_written,
     read_sources,
@@ -29,13 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mechrag.attribution.methods import METHODS
 
     add_question_arguments(parser)
-    add_model_arguments(parser, max_new_tokens=64)
+    add_model_arguments(parser)
     add_output_arguments(parser, "folder for the table, JSON and bar chart")
     parser.add_argument("--method", default="arc_jsd", choices=tuple(METHODS))
     parser.add_argument("--unit", choices=("sentence", "document"), default="sentence")
-    parser.add_argument("--budget", type=int, default=None, help="value calls (sampling methods)")
+    parser.add_argument("--budget", type=positive_int, help="value calls (sampling methods)")
     parser.add_argument(
-        "--documents", type=int, default=None, help="documents expanded (hierarchical)"
+        "--documents", type=positive_int, default=None, help="documents expanded (hierarchical)"
     )
     parser.add_argument(
         "--within",

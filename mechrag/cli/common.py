@@ -8,14 +8,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from mechrag.errors import InputError, read_input_text
+from mechrag.errors import InputError, positive_int, read_input_text
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, max_new_tokens: int) -> None:
-    """The model and the length of a generated response."""
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model and the length of a generated response (:data:`mechrag.defaults.MAX_NEW_TOKENS`,
+    the one default every entry point reads)."""
+    from mechrag.defaults import MAX_NEW_TOKENS
+
     parser.add_argument("--model", default=None, help="HF id, local folder or .gguf")
     parser.add_argument(
-        "--max-new-tokens", type=int, default=max_new_tokens, help="generated response length"
+        "--max-new-tokens",
+        type=positive_int,
+        default=MAX_NEW_TOKENS,
+        help="generated response length (default: %(default)s)",
     )
 
 
@@ -31,7 +37,7 @@ def add_question_arguments(parser: argparse.ArgumentParser, context_file: bool =
 
 def add_output_arguments(parser: argparse.ArgumentParser, out_help: str) -> None:
     """How many ranked items to print, the folder the command writes to, and ``--html``."""
-    parser.add_argument("--top-k", type=int, default=10, help="ranked items printed")
+    parser.add_argument("--top-k", type=positive_int, default=10, help="ranked items printed")
     parser.add_argument("--out", default=None, help=out_help)
     add_html_argument(parser)
 
@@ -59,11 +65,13 @@ def write_html(args: argparse.Namespace) -> list[Path]:
 
 
 def add_protocol_argument(parser: argparse.ArgumentParser, default: str) -> None:
-    """``--protocol``: a paper's settings in one name (see :mod:`mechrag.protocols`)."""
+    """``--protocol``: a paper's settings in one name (see :mod:`mechrag.protocols`); ``default``
+    is the workflow's (``LOCALIZE_PROTOCOL`` or ``EXPLAIN_PROTOCOL``), passed through to it."""
     from mechrag.protocols import PROTOCOLS
 
     names = ", ".join(f"{p.name}: {p.paper}" for p in PROTOCOLS.values())
-    parser.add_argument("--protocol", choices=tuple(PROTOCOLS), default=default, help=names)
+    help_text = f"default %(default)s; {names}"
+    parser.add_argument("--protocol", choices=tuple(PROTOCOLS), default=default, help=help_text)
 
 
 def check_question(args: argparse.Namespace) -> None:

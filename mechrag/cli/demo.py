@@ -18,7 +18,7 @@ DEMO_EXAMPLE_ID = "5a77ec115542992a6e59dff7"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser, max_new_tokens=32)
+    add_model_arguments(parser)
     add_output_arguments(parser, "folder for the table, JSON and bar chart")
     parser.set_defaults(out="outputs/demo")
 

@@ -20,6 +20,7 @@ from mechrag.cli.common import (
     add_question_arguments,
     check_html,
     check_question,
+    positive_int,
     print_written,
     write_html,
 )
@@ -30,6 +31,7 @@ HELP = "retrieve, generate and explain retriever and generator (RAG-E)"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     require_extra("retrieval", "mechrag explain")
+    from mechrag.protocols import EXPLAIN_PROTOCOL
     from mechrag.retrieval.conditions import CONDITIONS, PRESETS
     from mechrag.retrieval.corpus import CORPUS_DATASETS
     from mechrag.retrieval.options import BASELINES, RETRIEVER_SCORES
@@ -39,14 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     corpus.add_argument("--corpus", help="text file, documents separated by blank lines")
     corpus.add_argument("--dataset", choices=CORPUS_DATASETS, help="a shipped sample as corpus")
     parser.add_argument(
-        "--k", type=int, default=None, help="documents retrieved (default: the protocol's, or 5)"
+        "--k", type=positive_int, default=None, help="documents retrieved (default: the protocol's)"
     )
     parser.add_argument("--condition", choices=CONDITIONS, default="c1")
-    add_protocol_argument(parser, default="rag-e")
-    parser.add_argument(
-        "--preset", choices=PRESETS, default=None, help="conditions (default: the protocol's)"
-    )
-    parser.add_argument("--n-random", type=int, default=None, help="random documents (c2-c4)")
+    add_protocol_argument(parser, default=EXPLAIN_PROTOCOL)
+    parser.add_argument("--preset", choices=PRESETS, help="conditions (default: protocol's)")
+    parser.add_argument("--n-random", type=positive_int, help="random documents (c2-c4)")
     parser.add_argument(
         "--retriever-scores",
         choices=RETRIEVER_SCORES,
@@ -54,33 +54,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="WARG's retriever side (default: the protocol's)",
     )
     parser.add_argument("--seed", type=int, default=0)
-    add_model_arguments(parser, max_new_tokens=32)
-    parser.add_argument("--budget", type=int, default=None, help="subsets PMC-SHAP may score")
+    add_model_arguments(parser)
+    parser.add_argument("--budget", type=positive_int, help="subsets PMC-SHAP may score")
     parser.add_argument("--baseline", choices=BASELINES, default="unk", help="IG baseline")
-    parser.add_argument("--n-steps", type=int, default=100, help="IG integration points")
+    parser.add_argument("--n-steps", type=positive_int, default=100, help="IG integration points")
     parser.add_argument("--out", default=None, help="folder for explanation.json and the plots")
     add_html_argument(parser)
 
 
 def run(args: argparse.Namespace) -> None:
     from mechrag.models.loading import load_model
-    from mechrag.protocols import get_protocol
     from mechrag.retrieval.conditions import PromptConditions
     from mechrag.retrieval.corpus import Corpus, build_corpus
-    from mechrag.retrieval.rag_e import explain
+    from mechrag.retrieval.rag_e import documents_retrieved, explain
     from mechrag.retrieval.retriever import Retriever
 
     check_question(args)
     check_html(args)
-    protocol = get_protocol(args.protocol)
-    k = protocol.setting("k", 5) if args.k is None else args.k
-    conditions = PromptConditions(
-        preset=args.preset or protocol.setting("conditions_preset", "paper"),
-        n_random=args.n_random,
-        seed=args.seed,
+    k = documents_retrieved(args.protocol, args.k)
+    conditions = PromptConditions.for_protocol(
+        args.protocol, args.preset, n_random=args.n_random, seed=args.seed
     )
-    if k < 1:
-        raise InputError(f"--k must be at least 1, got {k}")
     corpus = Corpus.from_text_file(args.corpus) if args.corpus else build_corpus([args.dataset])
     if k > len(corpus):
         raise InputError(f"--k {k} exceeds the corpus size {len(corpus)}")

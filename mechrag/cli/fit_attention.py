@@ -25,7 +25,7 @@ TRAINING_DATASETS = ("hotpotqa", "musique")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_model_arguments(parser, max_new_tokens=32)
+    add_model_arguments(parser)
     parser.add_argument("--dataset", nargs="+", default=list(TRAINING_DATASETS))
     parser.add_argument("--n", type=int, required=True, help="training examples per data set")
     parser.add_argument("--offset", type=int, default=50, help="first example used")

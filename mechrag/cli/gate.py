@@ -20,7 +20,7 @@ from mechrag.cli.common import (
     read_sources,
     write_html,
 )
-from mechrag.protocols import get_protocol
+from mechrag.protocols import LOCALIZE_PROTOCOL
 
 HELP = "generate with and without JSD gating; mark low-echo tokens"
 
@@ -38,11 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from mechrag.mechanism.gating.rules import DEFAULT_FACTORS, DEFAULT_K, GATING_MODES, RULES
 
     add_question_arguments(parser)
-    add_model_arguments(parser, max_new_tokens=32)
+    add_model_arguments(parser)
     add_output_arguments(parser, "folder for gate.json and the echo strips")
     counts = ", ".join(f"{rule} {k}" for rule, k in DEFAULT_K.items())
     parser.set_defaults(top_k=None)  # each rule's own count of gated components
-    add_protocol_argument(parser, default="arc-jsd")
+    add_protocol_argument(parser, default=LOCALIZE_PROTOCOL)
     parser.add_argument(
         "--rule",
         choices=RULES,
@@ -69,8 +69,7 @@ def run(args: argparse.Namespace) -> None:
 
     check_html(args)
     sources = read_sources(args)
-    rule_name = args.rule or get_protocol(args.protocol).setting("gating_rule", "paper")
-    rule = GatingRule(rule_name, k=args.top_k, factor=args.factor)
+    rule = GatingRule.for_protocol(args.protocol, args.rule, k=args.top_k, factor=args.factor)
     model = load_model(args.model)
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
     result = compare_gating(

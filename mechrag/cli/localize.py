@@ -16,7 +16,7 @@ from mechrag.cli.common import (
     write_html,
 )
 from mechrag.errors import InputError
-from mechrag.protocols import get_protocol
+from mechrag.protocols import LOCALIZE_PROTOCOL, get_protocol
 
 HELP = "score attention heads and MLPs by logit-lens JSD when a source is removed"
 COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
@@ -24,10 +24,10 @@ COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_question_arguments(parser)
-    add_model_arguments(parser, max_new_tokens=32)
+    add_model_arguments(parser)
     add_output_arguments(parser, "folder for the plots and JSON")
     parser.add_argument("--source", default=None, help="source id to remove (default: top one)")
-    add_protocol_argument(parser, default="arc-jsd")
+    add_protocol_argument(parser, default=LOCALIZE_PROTOCOL)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -35,7 +35,6 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.mechanism.consensus import consensus, paper_record
     from mechrag.models.loading import load_model
     from mechrag.plots import save_figure
-    from mechrag.results.components import DEFAULT_GAIN_DEFINITION
     from mechrag.results.files import write_json
 
     protocol = get_protocol(args.protocol)
@@ -45,12 +44,12 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(f"unknown source {args.source!r}: choose from {[s.id for s in sources]}")
     model = load_model(args.model)
     case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
-    definition = protocol.setting("gain_definition", DEFAULT_GAIN_DEFINITION)
-    result = case.localize(args.source, gain_definition=definition)
+    result = case.localize(args.source, protocol=args.protocol)
     print(f"response: {result.response!r}\nremoved source: {result.source_id}")
     rho, p = result.spearman()
+    definition = result.gain_definition
     print(f"Spearman rho (JSD vs {definition} gain, all components) = {rho:.3f} (p = {p:.2g})")
-    found = consensus(result) if protocol.name == "arc-jsd" else None
+    found = consensus(result) if protocol.consensus else None
     for module in (found.attention, found.mlp) if found else ():
         print(
             f"consensus ({module.module}, top {module.top_n} of {module.n_layers} layers): "

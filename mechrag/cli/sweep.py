@@ -12,7 +12,8 @@ import argparse
 import json
 
 from mechrag.data.loaders import SPLITS
-from mechrag.errors import InputError, read_input_text
+from mechrag.defaults import MAX_NEW_TOKENS
+from mechrag.errors import InputError, positive_int, read_input_text
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend, read_toml
 
 HELP = "run a method over a data set, one resumable record per example"
@@ -25,7 +26,7 @@ def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) ->
     """Data set, file, number of examples and reader options (only the ones given are passed)."""
     parser.add_argument("--dataset", choices=DATASETS, default=None)
     parser.add_argument("--path", default=None, help="data file (default: the shipped sample)")
-    parser.add_argument("--n", type=int, default=n, help="first N examples (default: all)")
+    parser.add_argument("--n", type=positive_int, default=n, help="first N examples (default: all)")
     parser.add_argument("--distractors", type=int, default=None, help="hotpotqa/musique only")
     parser.add_argument("--unit", choices=("sentence", "document"), default=None)
     parser.add_argument("--data-seed", type=int, default=None, help="distractor sampling seed")
@@ -49,9 +50,9 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """Where to run, and how resuming treats old records."""
     parser.add_argument("--backend", choices=BACKENDS, default=None)
     parser.add_argument("--address", default=None, help="Ray cluster: auto or HOST:PORT")
-    parser.add_argument("--workers", type=int, default=None, help="Ray actors (default 1)")
+    parser.add_argument("--workers", type=positive_int, default=None, help="Ray actors (default 1)")
     parser.add_argument("--gpus-per-worker", type=float, default=None)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads per worker")
+    parser.add_argument("--threads", type=positive_int, help="torch threads per worker")
     parser.add_argument("--force", action="store_true", help="replace a different config")
     parser.add_argument("--retry-errors", action="store_true", help="run failed examples again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -100,7 +101,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default=None, help="arc_jsd, exact, ..., localize")
     add_data_arguments(parser)
     parser.add_argument("--model", default=None, help="HF id, folder, .gguf or toy:FAMILY")
-    parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument(
+        "--max-new-tokens",
+        type=positive_int,
+        default=None,
+        help=f"generated response length (default: {MAX_NEW_TOKENS}, the case's)",
+    )
     parser.add_argument(
         "--option",
         type=parse_option,

@@ -18,12 +18,13 @@ import pandas as pd
 from jaxtyping import Float
 
 from mechrag.errors import InputError
+from mechrag.protocols import UNFIXED
 from mechrag.results.base import Result
 
 ARRAYS = ("heads", "mlps", "resid_post", "head_gain", "attn_gain", "mlp_gain")
 # Semantic-gain definitions (see mechrag.mechanism.semantic_gain); the first is the paper's.
 GAIN_DEFINITIONS = ("argmax_token", "residual_cosine")
-DEFAULT_GAIN_DEFINITION = GAIN_DEFINITIONS[0]
+DEFAULT_GAIN_DEFINITION = UNFIXED["gain_definition"]
 LEGACY_GAIN_DEFINITION = "residual_cosine"  # the only one before ``gain_definition`` existed
 HEAD_GAINS = ("auto", "own", "layer")
 TOP_N = 10  # ARC-JSD's N: the length of the top-head and top-MLP lists in ``to_dict``

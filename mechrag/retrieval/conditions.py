@@ -50,6 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mechrag.errors import InputError
+from mechrag.protocols import EXPLAIN_PROTOCOL, get_protocol
 from mechrag.retrieval.corpus import Corpus, Document
 
 CONDITIONS = ("c1", "c2", "c3", "c4")
@@ -103,6 +104,20 @@ class PromptConditions:
             raise InputError(f"unknown preset {self.preset!r}: choose from {PRESETS}")
         if self.n_random is not None and self.n_random < 1:
             raise InputError(f"n_random must be at least 1, got {self.n_random}")
+
+    @classmethod
+    def for_protocol(
+        cls,
+        protocol: str = EXPLAIN_PROTOCOL,
+        preset: str | None = None,
+        *,
+        n_random: int | None = None,
+        seed: int = 0,
+    ) -> PromptConditions:
+        """The conditions of ``preset``, or where it is ``None`` the ``protocol``'s
+        (:mod:`mechrag.protocols`)."""
+        preset = preset or get_protocol(protocol).setting("conditions_preset")
+        return cls(preset=preset, n_random=n_random, seed=seed)
 
     def random_count(self, k: int) -> int:
         """The number of random documents ``c2``/``c3`` mix into a top ``k``."""

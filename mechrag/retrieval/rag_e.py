@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from mechrag.case import Case
+from mechrag.defaults import MAX_NEW_TOKENS
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import (
@@ -46,7 +47,7 @@ from mechrag.metrics.alignment import (
     ranks,
     warg,
 )
-from mechrag.protocols import get_protocol
+from mechrag.protocols import EXPLAIN_PROTOCOL, get_protocol
 from mechrag.results.attribution import Attribution
 from mechrag.results.base import Serializable
 from mechrag.results.files import json_ready
@@ -274,6 +275,13 @@ def _prompt_condition_from_dict(data: dict) -> PromptCondition:
     return PromptCondition(**{**data, "documents": documents})
 
 
+def documents_retrieved(protocol: str = EXPLAIN_PROTOCOL, k: int | None = None) -> int:
+    """``k``, or where it is ``None`` the ``protocol``'s count of retrieved documents (what
+    :func:`explain` retrieves; the command line checks it against the corpus before any model
+    loads)."""
+    return get_protocol(protocol).setting("k") if k is None else k
+
+
 def explain(
     query: str,
     retriever: Retriever,
@@ -281,12 +289,12 @@ def explain(
     k: int | None = None,
     *,
     condition: str = "c1",
-    protocol: str = "rag-e",
+    protocol: str = EXPLAIN_PROTOCOL,
     conditions: PromptConditions | None = None,
     retriever_scores: str | None = None,
     seed: int = 0,
     response: str | None = None,
-    max_new_tokens: int = 32,
+    max_new_tokens: int = MAX_NEW_TOKENS,
     budget: int | None = None,
     baseline: str = "unk",
     n_steps: int = 100,
@@ -307,16 +315,13 @@ def explain(
     ``generator_aipc`` also measures the generator attribution's AIPC over document removals
     (``2n`` subsets).
     """
-    settings = get_protocol(protocol)
-    k = settings.setting("k", 5) if k is None else k
-    retriever_scores = retriever_scores or settings.setting("retriever_scores", "position")
+    k = documents_retrieved(protocol, k)
+    retriever_scores = retriever_scores or get_protocol(protocol).setting("retriever_scores")
     if retriever_scores not in RETRIEVER_SCORES:
         raise InputError(
             f"retriever_scores must be one of {RETRIEVER_SCORES}, got {retriever_scores!r}"
         )
-    if conditions is None:
-        preset = settings.setting("conditions_preset", "paper")
-        conditions = PromptConditions(preset=preset, seed=seed)
+    conditions = conditions or PromptConditions.for_protocol(protocol, seed=seed)
     hits = retriever.search(query, k)
     top = [hit.document for hit in hits]
     chosen = conditions.build(condition, top, retriever.corpus)

@@ -116,25 +116,24 @@ def check_attribute(options: dict, method: str) -> None:
     configured_method(options, method).check_inputs()
 
 
-def run_localize(model, example, options: dict) -> dict:
-    """Heads and MLPs carrying a source (``source``: its id; default the top ARC-JSD source).
+LOCALIZE_OPTIONS = ("source", "gains", "gain_definition", "protocol")
 
-    ``protocol`` (default ``arc-jsd``, see :mod:`mechrag.protocols`) sets the semantic gain's
-    definition (``gain_definition`` overrides it; see :meth:`mechrag.Case.localize`); under
-    ``arc-jsd`` the record holds the paper's consensus statistic (Eq. 11-12, with its
-    permutation null; :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns.
+
+def run_localize(model, example, options: dict) -> dict:
+    """Heads and MLPs carrying a source: :meth:`mechrag.Case.localize` with the
+    ``LOCALIZE_OPTIONS`` given (``source``: its id, default the top ARC-JSD source; ``protocol``,
+    default :data:`mechrag.protocols.LOCALIZE_PROTOCOL`, sets what ``gain_definition`` leaves
+    open). When the protocol asks for it (``consensus``, as ``arc-jsd`` does) the record holds
+    the paper's consensus statistic (Eq. 11-12, with its permutation null;
+    :mod:`mechrag.mechanism.consensus`), its overlaps as scalar columns.
     """
     from mechrag.mechanism.consensus import consensus
-    from mechrag.protocols import get_protocol
-    from mechrag.results.components import DEFAULT_GAIN_DEFINITION
+    from mechrag.protocols import LOCALIZE_PROTOCOL, get_protocol
 
-    protocol = get_protocol(options.get("protocol", "arc-jsd"))
-    gains = options.get("gains", True)
-    definition = options.get(
-        "gain_definition", protocol.setting("gain_definition", DEFAULT_GAIN_DEFINITION)
-    )
-    case = case_for(model, example, options)
-    result = case.localize(options.get("source"), gains=gains, gain_definition=definition)
+    protocol = get_protocol(options.get("protocol", LOCALIZE_PROTOCOL))
+    chosen = {key: options[key] for key in LOCALIZE_OPTIONS if key in options}
+    result = case_for(model, example, options).localize(**chosen)
+    gains = result.gains is not None
     rho, p = result.spearman() if gains else (None, None)
     record = {
         "response": result.response,
@@ -145,7 +144,7 @@ def run_localize(model, example, options: dict) -> dict:
         "p": p,
         "result": result.to_dict(),
     }
-    if gains and protocol.name == "arc-jsd":
+    if gains and protocol.consensus:
         found = consensus(result)
         record["consensus"] = found.to_dict()
         for module in (found.attention, found.mlp):
@@ -168,6 +167,6 @@ for name, method_class in ATTRIBUTION_METHODS.items():
 register_method(
     "localize",
     run_localize,
-    options=(*CASE_OPTIONS, "source", "gains", "gain_definition", "protocol"),
+    options=(*CASE_OPTIONS, *LOCALIZE_OPTIONS),
     description="logit-lens JSD of heads and MLPs when a source is removed",
 )

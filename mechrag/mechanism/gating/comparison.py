@@ -12,12 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mechrag.case import Case
+from mechrag.defaults import MAX_NEW_TOKENS
 from mechrag.errors import InputError
 from mechrag.mechanism.echo import DEFAULT_THRESHOLD, Echo, echo
 from mechrag.mechanism.gating.decoding import decode_with_gates
 from mechrag.mechanism.gating.gates import Gates
 from mechrag.mechanism.gating.rules import GATING_MODES, GatingRule
 from mechrag.models import adapter
+from mechrag.protocols import LOCALIZE_PROTOCOL
 from mechrag.results.base import Serializable
 
 
@@ -59,16 +61,19 @@ class GatingComparison(Serializable):
 
 def compare_gating(
     case: Case,
-    rule: GatingRule,
+    rule: GatingRule | None = None,
     *,
+    protocol: str = LOCALIZE_PROTOCOL,
     mode: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
-    max_new_tokens: int = 64,
+    max_new_tokens: int = MAX_NEW_TOKENS,
 ) -> GatingComparison:
     """``case``'s response against the greedy response with ``rule``'s gates on the components
     that carry its top source (see the module docstring); echoes use ``threshold``. ``mode``:
     ``None`` takes the rule's (``rule.default_mode``); the components are localised with the
-    gain the rule was made for (``rule.gain_definition``)."""
+    gain the rule was made for (``rule.gain_definition``). ``rule=None`` takes the
+    ``protocol``'s (:meth:`GatingRule.for_protocol`)."""
+    rule = rule or GatingRule.for_protocol(protocol)
     mode = mode or rule.default_mode
     if mode not in GATING_MODES:
         raise InputError(f"mode must be one of {GATING_MODES}, got {mode!r}")

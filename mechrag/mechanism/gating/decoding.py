@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from jaxtyping import Float
 
+from mechrag.defaults import MAX_NEW_TOKENS
 from mechrag.divergences import jsd
 from mechrag.errors import InputError
 from mechrag.mechanism.gating.gates import Gates
@@ -68,7 +69,7 @@ def decode_with_gates(
     query_only_ids: Sequence[int],
     gates: Gates,
     threshold: float,
-    max_new_tokens: int = 64,
+    max_new_tokens: int = MAX_NEW_TOKENS,
 ) -> GatedDecoding:
     """Greedy decoding from ``prompt_ids``, gating the steps whose echo is below ``threshold``.
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mechrag.errors import InputError
+from mechrag.protocols import LOCALIZE_PROTOCOL, get_protocol
 
 if TYPE_CHECKING:  # the rules themselves need only numpy: the command line reads RULES fast
     from mechrag.mechanism.gating.gates import Gates
@@ -110,6 +111,19 @@ class GatingRule:
         """ARC-JSD's Table 4 rule: top-5 heads and top-5 MLPs with ``G < 0`` get
         ``0.7 + 0.3 * sigmoid(G)``."""
         return cls("paper", k=5, factor=0.7, scale=1.0, k_mlps=5)
+
+    @classmethod
+    def for_protocol(
+        cls,
+        protocol: str = LOCALIZE_PROTOCOL,
+        name: str | None = None,
+        *,
+        k: int | None = None,
+        factor: float | None = None,
+    ) -> GatingRule:
+        """The rule ``name``, or where it is ``None`` the ``protocol``'s gating rule
+        (:mod:`mechrag.protocols`), with ``k`` and ``factor`` when given."""
+        return cls(name or get_protocol(protocol).setting("gating_rule"), k=k, factor=factor)
 
     @property
     def strength(self) -> float:
