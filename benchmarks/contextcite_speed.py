@@ -17,11 +17,12 @@ import time
 
 import numpy as np
 import torch
-from peers import context_cite_partitioner
+from baselines import context_cite_partitioner
 
-from mechrag import Case, adapter, load_model
+from mechrag import Case, load_model
 from mechrag.data import load_hotpotqa
 from mechrag.metrics import pearson
+from mechrag.models import adapter
 
 PACKAGE = "context_cite"
 

@@ -19,44 +19,14 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
+from baselines import Work, naive_arc_jsd
 
-from mechrag import Case, Engine, PromptBuilder, adapter, jsd, load_model
+from mechrag import Case, Engine, PromptBuilder, load_model
 from mechrag.data import load_hotpotqa
-
-
-@dataclass
-class Work:
-    """Tokens run through the model body and positions projected to the vocabulary."""
-
-    tokens: int = 0
-    projected: int = 0
-
-    def flops(self, body_parameters: int, head_parameters: int) -> float:
-        return 2.0 * (self.tokens * body_parameters + self.projected * head_parameters)
-
-
-@torch.no_grad()
-def naive_arc_jsd(
-    model, builder: PromptBuilder, response_ids: list[int], work: Work | None = None
-) -> np.ndarray:
-    """Per-source summed JSD, one unbatched full-logits forward pass per prompt."""
-    n_response = len(response_ids)
-    work = Work() if work is None else work
-
-    def distributions(mask):
-        ids = torch.tensor([builder.ids(mask) + response_ids[:-1]], device=model.cfg.device)
-        work.tokens += ids.shape[1]
-        work.projected += ids.shape[1]
-        logits = model(ids)  # [1, pos, vocab]: every position projected to the vocabulary
-        return logits[0].float().log_softmax(-1)[-n_response:]
-
-    full = distributions(builder.full_mask())
-    masks = ~torch.eye(builder.n_sources, dtype=torch.bool)
-    return np.array([float(jsd(full, distributions(mask)).sum()) for mask in masks])
+from mechrag.models import adapter
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 import torch
 
@@ -79,9 +78,7 @@ def main() -> int:
         return 0
 
     import numpy as np
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from engine_speed import naive_arc_jsd
+    from baselines import naive_arc_jsd
 
     from mechrag import Case, Engine, PromptBuilder, load_model
     from mechrag.data import load_hotpotqa

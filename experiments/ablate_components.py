@@ -39,12 +39,6 @@ import numpy as np
 import torch
 
 from mechrag import Case, Engine, PromptBuilder
-from mechrag.cli.sweep import (
-    add_backend_arguments,
-    add_data_arguments,
-    data_options,
-    run_with_args,
-)
 from mechrag.mechanism.ablation import (
     ComponentMeans,
     component_means,
@@ -59,6 +53,12 @@ from mechrag.sweep import (
     load_sweep_examples,
     load_sweep_model,
     register_method,
+)
+from mechrag.sweep.arguments import (
+    add_backend_arguments,
+    add_data_arguments,
+    data_options,
+    run_with_args,
 )
 
 METRICS = ("output_jsd", "output_jsd_per_token", "delta_loglik", "delta_source_jsd")

@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 
 from mechrag import ComponentAttribution
-from mechrag.cli.sweep import (
+from mechrag.metrics import spearman_test
+from mechrag.plots import save_figure
+from mechrag.plots.components import plot_gain_scatter
+from mechrag.sweep import SweepConfig, load_records
+from mechrag.sweep.arguments import (
     add_backend_arguments,
     add_data_arguments,
     data_options,
     run_with_args,
 )
-from mechrag.metrics import spearman_test
-from mechrag.plots import save_figure
-from mechrag.plots.components import plot_gain_scatter
-from mechrag.sweep import SweepConfig, load_records
 
 
 def parse_args() -> argparse.Namespace:

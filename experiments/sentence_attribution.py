@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 
-from mechrag.cli.sweep import (
+from mechrag.sweep import SweepConfig
+from mechrag.sweep.arguments import (
     add_backend_arguments,
     add_data_arguments,
     data_options,
     run_with_args,
 )
-from mechrag.sweep import SweepConfig
 
 
 def parse_args() -> argparse.Namespace:

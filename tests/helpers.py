@@ -30,11 +30,11 @@ def batch_logits(model):
 
 
 def tiny_frontier_run(tiny_llama, monkeypatch, out: Path, *, examples: int) -> list[dict]:
-    """``benchmarks/frontier.py`` with exact ARC-JSD and uniformly weighted attention (as
+    """``experiments/frontier.py`` with exact ARC-JSD and uniformly weighted attention (as
     ``attention_fitted``) on a tiny model at 10 sentences; its records."""
     from mechrag.attribution.attention import AttentionAttribution
 
-    frontier = runpy.run_path(str(Path(__file__).resolve().parents[1] / "benchmarks/frontier.py"))
+    frontier = runpy.run_path(str(Path(__file__).resolve().parents[1] / "experiments/frontier.py"))
     monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
     uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
     monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)

@@ -1,4 +1,4 @@
-"""``benchmarks/attention_features.py``: richer attention features, fitted on other questions."""
+"""``experiments/attention_features.py``: richer attention features, fitted on other questions."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from helpers import tiny_frontier_run
 
 from mechrag.results.files import run_records
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def test_feature_kinds_match_loops_over_heads_sources_and_tokens():
     """Every kind against its definition, one head, source and token at a time."""
-    script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
+    script = runpy.run_path(str(EXPERIMENTS / "attention_features.py"))
     rng = np.random.default_rng(0)
     per_token = rng.random((2, 3, 4, 5))
     effect = rng.random(5)
@@ -54,7 +54,7 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
     the same records, once each, into ``records.jsonl.gz``."""
     frontier_out = tmp_path / "frontier"
     ran = tiny_frontier_run(tiny_llama, monkeypatch, frontier_out, examples=2)
-    script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
+    script = runpy.run_path(str(EXPERIMENTS / "attention_features.py"))
     lowest = min(r["id"] for r in ran if r["method"] == "exact")
     in_groups = lambda case: "first" if case["id"] == lowest else "second"  # noqa: E731
     monkeypatch.setitem(script["run"].__globals__, "GROUPS", {"first": ("10",), "second": ()})
@@ -93,7 +93,7 @@ def test_a_run_fits_on_other_questions_and_its_mean_design_is_the_frontiers(
 
 def test_a_question_in_two_groups_is_refused():
     """The fits are scored on questions apart: a question in two groups is a bug, not a row."""
-    script = runpy.run_path(str(BENCHMARKS / "attention_features.py"))
+    script = runpy.run_path(str(EXPERIMENTS / "attention_features.py"))
     kinds = {kind: np.ones((2, 3)) for kind in script["KINDS"]}
 
     def case(size: str, example_id: str) -> dict:

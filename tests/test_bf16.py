@@ -9,9 +9,10 @@ import pytest
 import torch
 from scipy.special import rel_entr
 
-from mechrag import Case, adapter
+from mechrag import Case
 from mechrag.mechanism.lens import lens_logprobs
 from mechrag.metrics import spearman
+from mechrag.models import adapter
 
 QUERY = "Where does Ana live?"
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall."]

@@ -153,10 +153,10 @@ def test_hierarchical_within_expands_every_document_near_the_top(tiny):
 
 def test_replayed_expansion_rules_match_hierarchical_arc_jsd(tiny):
     """``make results`` replays the expansion rules on a record of level-one document scores
-    (``benchmarks/hierarchical_rules.py``): top-1 agreement with exact ARC-JSD and model calls
+    (``experiments/hierarchical_rules.py``): top-1 agreement with exact ARC-JSD and model calls
     as the method's own, a one-sentence document among the others."""
     root = Path(__file__).resolve().parents[1]
-    level_one = runpy.run_path(str(root / "benchmarks" / "hierarchical_rules.py"))["level_one"]
+    level_one = runpy.run_path(str(root / "experiments" / "hierarchical_rules.py"))["level_one"]
     results = runpy.run_path(str(root / "experiments" / "make_results.py"))
     srcs = [*sources(4, 3), Source("x", "Loose fact.", title="Loose", paragraph=9)]
     exact = fresh(tiny, srcs).arc_jsd()

@@ -1,4 +1,4 @@
-"""``benchmarks/fit_size.py``: design matrices for the frontier's exact ARC-JSD records."""
+"""``experiments/fit_size.py``: design matrices for the frontier's exact ARC-JSD records."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import numpy as np
 from helpers import tiny_frontier_run
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
 def test_designs_give_back_the_frontiers_attention_scores(tiny_llama, monkeypatch, tmp_path):
@@ -28,7 +28,7 @@ def test_designs_give_back_the_frontiers_attention_scores(tiny_llama, monkeypatc
         for i, model in enumerate(("smollm2-135m", "gemma3-270m"))
     ]  # fmt: skip
     (fit_folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fit_records))
-    script = runpy.run_path(str(BENCHMARKS / "fit_size.py"))
+    script = runpy.run_path(str(EXPERIMENTS / "fit_size.py"))
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], threads=1, frontier=str(frontier_out),
         fit=str(fit_folder), out=str(tmp_path / "out"),

@@ -1,4 +1,4 @@
-"""``benchmarks/frontier.py``'s choice of examples and of accepted answers (no model pass)."""
+"""``experiments/frontier.py``'s choice of examples and of accepted answers (no model pass)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import runpy
 from pathlib import Path
 from types import SimpleNamespace
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "frontier.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "frontier.py"
 
 
 def test_examples_the_weights_were_fitted_on_are_skipped_for_every_method(monkeypatch, capsys):

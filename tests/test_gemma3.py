@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from mechrag import Case, Engine, adapter
+from mechrag import Case, Engine
 from mechrag.divergences import jsd
+from mechrag.models import adapter
 
 pytestmark = pytest.mark.integration
 

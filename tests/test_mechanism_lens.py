@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from mechrag import Case, adapter
+from mechrag import Case
 from mechrag.mechanism.lens import lens_logprobs
+from mechrag.models import adapter
 from mechrag.models.adapter import logit_soft_cap, output_bias
 
 IDS = [[5, 17, 42, 99, 3, 250, 7, 8], [1, 2, 3, 4, 5, 6, 7, 9]]

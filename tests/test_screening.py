@@ -11,13 +11,14 @@ import pytest
 import torch
 from helpers import hook_count
 
-from mechrag import Case, Engine, SourceScreen, adapter, jsd
+from mechrag import Case, Engine, SourceScreen, jsd
 from mechrag.attribution.screening import (
     context_end,
     gated_response_logprobs,
     screen_sources,
     source_token_owners,
 )
+from mechrag.models import adapter
 
 QUERY = "Where does Ana live?"
 DOCS = [

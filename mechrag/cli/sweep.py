@@ -2,8 +2,9 @@
 
     mechrag sweep --method M --dataset D --out DIR | mechrag sweep summary DIR
 
-Values come from ``--config FILE`` (TOML) and are overridden by flags. The argument helpers are
-shared with the experiment scripts so every sweep is configured the same way.
+Values come from ``--config FILE`` (TOML) and are overridden by flags. The data and backend
+arguments come from :mod:`mechrag.sweep.arguments`, which the experiment scripts share, so every
+sweep is configured the same way.
 """
 
 from __future__ import annotations
@@ -11,77 +12,18 @@ from __future__ import annotations
 import argparse
 import json
 
-from mechrag.data.loaders import SPLITS
 from mechrag.defaults import MAX_NEW_TOKENS
 from mechrag.errors import InputError, positive_int, read_input_text
-from mechrag.sweep.config import BACKENDS, DATASETS, Backend, read_toml
+from mechrag.sweep.arguments import (
+    add_backend_arguments,
+    add_data_arguments,
+    backend_from,
+    data_options,
+    run_with_args,
+)
+from mechrag.sweep.config import read_toml
 
 HELP = "run a method over a data set, one resumable record per example"
-
-DATA_FLAGS = {"distractors": "distractors", "unit": "unit", "data_seed": "seed", "split": "split"}
-BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads")
-
-
-def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) -> None:
-    """Data set, file, number of examples and reader options (only the ones given are passed)."""
-    parser.add_argument("--dataset", choices=DATASETS, default=None)
-    parser.add_argument("--path", default=None, help="data file (default: the shipped sample)")
-    parser.add_argument("--n", type=positive_int, default=n, help="first N examples (default: all)")
-    parser.add_argument("--distractors", type=int, default=None, help="hotpotqa/musique only")
-    parser.add_argument("--unit", choices=("sentence", "document"), default=None)
-    parser.add_argument("--data-seed", type=int, default=None, help="distractor sampling seed")
-    parser.add_argument(
-        "--split", choices=SPLITS, default=None, help="hotpotqa/musique: the shipped sample's split"
-    )
-
-
-def data_options(args: argparse.Namespace, **defaults) -> dict:
-    """The reader options given on the command line (``--distractors`` ...), plus those of
-    ``defaults`` that the data set's reader takes (SQuAD takes no ``distractors``)."""
-    from mechrag.data.loaders import reader_options
-
-    given = {key: getattr(args, flag) for flag, key in DATA_FLAGS.items()}
-    given = {key: value for key, value in given.items() if value is not None}
-    accepted = reader_options(args.dataset) if args.dataset else set()
-    return {**{k: v for k, v in defaults.items() if k in accepted}, **given}
-
-
-def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where to run, and how resuming treats old records."""
-    parser.add_argument("--backend", choices=BACKENDS, default=None)
-    parser.add_argument("--address", default=None, help="Ray cluster: auto or HOST:PORT")
-    parser.add_argument("--workers", type=positive_int, default=None, help="Ray actors (default 1)")
-    parser.add_argument("--gpus-per-worker", type=float, default=None)
-    parser.add_argument("--threads", type=positive_int, help="torch threads per worker")
-    parser.add_argument("--force", action="store_true", help="replace a different config")
-    parser.add_argument("--retry-errors", action="store_true", help="run failed examples again")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def backend_from(args: argparse.Namespace, table: dict | None = None) -> Backend:
-    """The backend from flags, falling back to a config file's ``[backend]`` table."""
-    table = dict(table or {})
-    name = args.backend or table.pop("name", "local")
-    values = {key: getattr(args, key) for key in BACKEND_KEYS if getattr(args, key) is not None}
-    unknown = set(table) - set(BACKEND_KEYS)
-    if unknown:
-        raise InputError(f"unknown [backend] keys {sorted(unknown)}: use name, {BACKEND_KEYS}")
-    return Backend(name, **{**table, **values})
-
-
-def run_with_args(config, out, args: argparse.Namespace, backend: Backend | None = None):
-    """``run_sweep`` with the backend and resume flags of :func:`add_backend_arguments`."""
-    from mechrag.sweep.runner import run_sweep
-
-    return run_sweep(
-        config,
-        out,
-        backend=backend or backend_from(args),
-        force=args.force,
-        retry_errors=args.retry_errors,
-        progress=not args.no_progress,
-    )
-
 
 def parse_option(text: str) -> tuple[str, object]:
     """``KEY=VALUE`` with VALUE read as JSON when it parses (numbers, true, null), else text."""

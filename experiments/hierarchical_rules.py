@@ -17,18 +17,17 @@ has an exact ARC-JSD record in ``--frontier``; the frontier's own hierarchical A
 the example (its scores and model calls), where there is one, goes with it, so that ``make
 results`` checks the replay against it.
 
-    python benchmarks/hierarchical_rules.py --sizes hotpotqa hotpotqa_dev 40 musique --threads 2
+    python experiments/hierarchical_rules.py --sizes hotpotqa hotpotqa_dev 40 musique --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import time
 from pathlib import Path
 
-FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
+from frontier_cases import HIERARCHICAL_DOCUMENTS, SIZES, recorded_cases, run_folder
 
 
 def level_one(case) -> dict:
@@ -66,14 +65,14 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     done = {(r["size"], r["id"]) for r in run_records(out)}
     model = load_model(args.model)
-    for size, example, reference, case in FRONTIER["recorded_cases"](
+    for size, example, reference, case in recorded_cases(
         model, exact, args.sizes, done
     ):
         record = level_one(case)
         own = hierarchical.get((size, example.id))
         if own is not None and own["response_ids"] == reference["response_ids"]:
             record["frontier_hierarchical"] = {
-                "documents": FRONTIER["HIERARCHICAL_DOCUMENTS"],
+                "documents": HIERARCHICAL_DOCUMENTS,
                 "scores": own["scores"],
                 "model_calls": own["model_calls"],
             }
@@ -102,13 +101,13 @@ def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--sizes", nargs="+", required=True, choices=FRONTIER["SIZES"])
+    parser.add_argument("--sizes", nargs="+", required=True, choices=SIZES)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--frontier", default=None, help="default: experiments/runs/frontier_MODEL")
     parser.add_argument("--out", default=None, help="default: experiments/runs/hierarchical_MODEL")
     args = parser.parse_args()
-    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
-    args.out = args.out or FRONTIER["run_folder"]("hierarchical", args.model)
+    args.frontier = args.frontier or run_folder("frontier", args.model)
+    args.out = args.out or run_folder("hierarchical", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: hierarchical_rules)")
 

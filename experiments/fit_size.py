@@ -16,18 +16,18 @@ scores) are copied in as well, so ``make results`` (table ``fit_size``) refits t
 unions of these groups and scores each fit on questions none of its cases came from, with no
 model pass.
 
-    python benchmarks/fit_size.py --sizes 10 20 40 hotpotqa musique hotpotqa_dev --threads 2
+    python experiments/fit_size.py --sizes 10 20 40 hotpotqa musique hotpotqa_dev --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import time
 from pathlib import Path
 
-FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
+from frontier_cases import SIZES, recorded_cases, run_folder, weights_hash
+
 SHIPPED = "shipped"  # the size label of the shipped fit's own training records
 # Attention masses are stored to this many decimals (a score, their weighted mean, is then off by
 # at most 5e-7), which keeps a run's records under 5 MB compressed.
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> None:
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
     ran = [r for r in run_records(args.frontier) if r["model"] == args.model]
     exact = {(r["size"], r["id"]): r for r in ran if r["method"] == "exact"}
-    shipped = FRONTIER["weights_hash"](args.model)
+    shipped = weights_hash(args.model)
     fitted = {
         (r["size"], r["id"]): r
         for r in ran
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> None:
     if all(key in done for key in exact if key[0] in args.sizes):
         return
     model = load_model(args.model)
-    for size, example, reference, case in FRONTIER["recorded_cases"](
+    for size, example, reference, case in recorded_cases(
         model, exact, args.sizes, done
     ):
         start = time.perf_counter()
@@ -117,15 +117,15 @@ def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--sizes", nargs="+", required=True, choices=FRONTIER["SIZES"])
+    parser.add_argument("--sizes", nargs="+", required=True, choices=SIZES)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--frontier", default=None, help="default: experiments/runs/frontier_MODEL")
     parser.add_argument("--fit", default=None, help="default: experiments/runs/fit_attention_MODEL")
     parser.add_argument("--out", default=None, help="default: experiments/runs/fit_size_MODEL")
     args = parser.parse_args()
-    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
-    args.fit = args.fit or FRONTIER["run_folder"]("fit_attention", args.model)
-    args.out = args.out or FRONTIER["run_folder"]("fit_size", args.model)
+    args.frontier = args.frontier or run_folder("frontier", args.model)
+    args.fit = args.fit or run_folder("fit_attention", args.model)
+    args.out = args.out or run_folder("fit_size", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: fit_size)")
 

@@ -31,20 +31,19 @@ a rerun reuses them and fits again); the records (``--out``, rewritten whole as
 each case's pass seconds, from which ``make results`` (table ``attention_features``)
 builds the table.
 
-    python benchmarks/attention_features.py --threads 2
+    python experiments/attention_features.py --threads 2
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import time
 from pathlib import Path
 
 import numpy as np
+from frontier_cases import recorded_cases, run_folder
 
-FRONTIER = runpy.run_path(str(Path(__file__).with_name("frontier.py")))
 KINDS = ("mean", "share", "peak", "per_source_token", "weighted", "weighted_share")
 FEATURE_SETS = (
     ("mean",),
@@ -204,7 +203,7 @@ def run(args: argparse.Namespace) -> None:
     done = {key for key in exact if key in passes and complete(*key)}
     if len(done) < len(exact):
         model = load_model(args.model)
-        for size, example, reference, case in FRONTIER["recorded_cases"](model, exact, sizes, done):
+        for size, example, reference, case in recorded_cases(model, exact, sizes, done):
             kinds, seconds = case_features(case)
             np.savez_compressed(cached(size, example.id), **kinds)
             if (size, example.id) not in passes:
@@ -240,9 +239,9 @@ def main() -> None:
         "--out", default=None, help="default: experiments/runs/attention_features_MODEL"
     )
     args = parser.parse_args()
-    args.frontier = args.frontier or FRONTIER["run_folder"]("frontier", args.model)
-    args.cache = args.cache or FRONTIER["run_folder"]("attention_features", args.model, root="runs")
-    args.out = args.out or FRONTIER["run_folder"]("attention_features", args.model)
+    args.frontier = args.frontier or run_folder("frontier", args.model)
+    args.cache = args.cache or run_folder("attention_features", args.model, root="runs")
+    args.out = args.out or run_folder("attention_features", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: attention_features)")
 

@@ -28,7 +28,7 @@ there), each with the response's ids and text and how many of its content words 
 query's) each source shares; ``make results`` builds the tables and the plot from the records
 alone.
 
-    python benchmarks/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
+    python experiments/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
 """
 
 from __future__ import annotations
@@ -36,6 +36,14 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+
+from frontier_cases import (
+    HIERARCHICAL_DOCUMENTS,
+    SIZES,
+    examples_of_size,
+    run_folder,
+    weights_hash,
+)
 
 METHODS = (
     "exact",
@@ -51,21 +59,11 @@ METHODS = (
     "loo",
     "query_overlap",
 )
-# The sizes that are a shipped sample's whole contexts: (data set, split).
-WHOLE_CONTEXTS = {
-    "hotpotqa": ("hotpotqa", "train"),
-    "musique": ("musique", "train"),
-    "hotpotqa_dev": ("hotpotqa", "dev"),
-    "musique_dev": ("musique", "dev"),
-}
-SIZES = ("10", "20", "40", *WHOLE_CONTEXTS, "squad")
 # The methods that read the shipped attention weights: only their records depend on them.
 WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
             "attention_after_generation")  # fmt: skip
 SCREEN_CANDIDATES = 5
-HIERARCHICAL_DOCUMENTS = 2
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
-EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
 
 
 def configured(name: str, model_name: str):
@@ -91,42 +89,6 @@ def configured(name: str, model_name: str):
         "loo": lambda: LeaveOneOut(),
         "query_overlap": lambda: QueryOverlap(),
     }[name]()
-
-
-def examples_of_size(size: str, count: int) -> list:
-    from mechrag.data import cut_to_sentences, load_examples, load_squad_articles
-
-    if size in WHOLE_CONTEXTS:
-        dataset, split = WHOLE_CONTEXTS[size]
-        return load_examples(dataset, unit="sentence", split=split)[:count]
-    if size == "squad":
-        return load_squad_articles(n=count)
-    examples = load_examples("hotpotqa", unit="sentence")[:count]
-    return [cut_to_sentences(e, int(size)) for e in examples]
-
-
-def recorded_cases(model, exact: dict, sizes, done: set):
-    """For each example of ``sizes`` that has an exact ARC-JSD record in ``exact`` (by size and
-    id) and is not in ``done``: its size, the example, that record and a fresh case on the
-    recorded response, its sources checked against the record's (the replays of these records
-    run one pass on each)."""
-    from mechrag import Case
-
-    for size in sizes:
-        wanted = {key[1] for key in exact if key[0] == size and key not in done}
-        examples = examples_of_size(size, EVERY_EXAMPLE) if wanted else []
-        for example in (e for e in examples if e.id in wanted):
-            reference = exact[size, example.id]
-            case = Case.from_example(model, example, response=list(reference["response_ids"]))
-            if [s.id for s in case.sources] != reference["source_ids"]:
-                raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
-            yield size, example, reference, case
-
-
-def run_folder(name: str, model: str, root: str = "experiments/runs") -> str:
-    """Where a benchmark keeps ``model``'s records by default: ``ROOT/NAME_FAMILY`` (family:
-    ``smollm2``, ``gemma3``)."""
-    return f"{root}/{name}_{model.split('-')[0]}"
 
 
 def unseen(model, examples) -> list:
@@ -168,17 +130,6 @@ def method_case(
         print(f"skipped {example.id} for {name}: the generation differs from the recorded one")
         return None
     return case
-
-
-def weights_hash(model_name: str) -> str | None:
-    """The shipped attention weights of ``model_name`` by a hash of their file (``None``
-    when none ship)."""
-    import hashlib
-
-    from mechrag.attribution.attention import shipped_weights_path
-
-    path = shipped_weights_path(model_name)
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
 
 
 def run_settings(args: argparse.Namespace) -> dict:

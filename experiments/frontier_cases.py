@@ -1,0 +1,67 @@
+"""What the frontier study and its replays share: the context sizes and their examples, the
+cases rebuilt from exact ARC-JSD records, the run folders and the shipped weights' hash.
+
+``frontier.py`` runs the methods; ``fit_size.py``, ``hierarchical_rules.py`` and
+``attention_features.py`` replay its exact ARC-JSD records. Scripts import this module as their
+sibling (Python puts a script's folder first on its path).
+"""
+
+from __future__ import annotations
+
+# The sizes that are a shipped sample's whole contexts: (data set, split).
+WHOLE_CONTEXTS = {
+    "hotpotqa": ("hotpotqa", "train"),
+    "musique": ("musique", "train"),
+    "hotpotqa_dev": ("hotpotqa", "dev"),
+    "musique_dev": ("musique", "dev"),
+}
+SIZES = ("10", "20", "40", *WHOLE_CONTEXTS, "squad")
+HIERARCHICAL_DOCUMENTS = 2
+EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
+
+
+def examples_of_size(size: str, count: int) -> list:
+    from mechrag.data import cut_to_sentences, load_examples, load_squad_articles
+
+    if size in WHOLE_CONTEXTS:
+        dataset, split = WHOLE_CONTEXTS[size]
+        return load_examples(dataset, unit="sentence", split=split)[:count]
+    if size == "squad":
+        return load_squad_articles(n=count)
+    examples = load_examples("hotpotqa", unit="sentence")[:count]
+    return [cut_to_sentences(e, int(size)) for e in examples]
+
+
+def recorded_cases(model, exact: dict, sizes, done: set):
+    """For each example of ``sizes`` that has an exact ARC-JSD record in ``exact`` (by size and
+    id) and is not in ``done``: its size, the example, that record and a fresh case on the
+    recorded response, its sources checked against the record's (the replays of these records
+    run one pass on each)."""
+    from mechrag import Case
+
+    for size in sizes:
+        wanted = {key[1] for key in exact if key[0] == size and key not in done}
+        examples = examples_of_size(size, EVERY_EXAMPLE) if wanted else []
+        for example in (e for e in examples if e.id in wanted):
+            reference = exact[size, example.id]
+            case = Case.from_example(model, example, response=list(reference["response_ids"]))
+            if [s.id for s in case.sources] != reference["source_ids"]:
+                raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
+            yield size, example, reference, case
+
+
+def run_folder(name: str, model: str, root: str = "experiments/runs") -> str:
+    """Where a benchmark keeps ``model``'s records by default: ``ROOT/NAME_FAMILY`` (family:
+    ``smollm2``, ``gemma3``)."""
+    return f"{root}/{name}_{model.split('-')[0]}"
+
+
+def weights_hash(model_name: str) -> str | None:
+    """The shipped attention weights of ``model_name`` by a hash of their file (``None``
+    when none ship)."""
+    import hashlib
+
+    from mechrag.attribution.attention import shipped_weights_path
+
+    path = shipped_weights_path(model_name)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
