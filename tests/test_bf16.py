@@ -83,9 +83,23 @@ def test_lens_upcasts_before_norm_and_unembedding(bf16_model):
     assert all(p.dtype == torch.bfloat16 for p in adapter.hf_model(bf16_model).parameters())
 
 
-def test_localize_runs_in_float32(bf16_model):
+def test_localize_runs_in_float32(bf16_model, monkeypatch):
+    """Every lens distribution localize computes is float32, and the model's weights stay bf16."""
+    from mechrag.mechanism import lens
+
+    seen = []
+    original = lens.lens_logprobs
+
+    def recording(model, writes):
+        logprobs = original(model, writes)
+        seen.append(logprobs.dtype)
+        return logprobs
+
+    monkeypatch.setattr(lens, "lens_logprobs", recording)
     result = Case(bf16_model, QUERY, DOCS, "Oslo.").localize("p0s0")
+    assert seen and set(seen) == {torch.float32}
     assert np.isfinite(result.heads).all() and result.heads.max() > 0
+    assert all(p.dtype == torch.bfloat16 for p in adapter.hf_model(bf16_model).parameters())
 
 
 @pytest.mark.integration

@@ -4,11 +4,11 @@ an independent simulation and the hypergeometric mean; p-value bounds; ties; ser
 from __future__ import annotations
 
 import json
-from math import comb
 
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.stats import rankdata
 
 from mechrag.mechanism.consensus import Consensus, consensus, paper_record
 from mechrag.results.components import ComponentAttribution
@@ -134,28 +134,50 @@ def test_null_means_match_simulation_and_hypergeometric():
         assert 6.2 < module.null_jsd_overlap < 7.2
 
 
-def test_p_values_and_their_bounds():
-    n_layers, n, draws = 26, 10, 1000
+def brute_force_null(jsd, gain, n: int, draws: int, rng) -> np.ndarray:
+    """``[draws, 3]``: ``|J ∩ S|``, ``|G ∩ S|`` and ``|J ∩ G|`` of the top ``n`` after each
+    documented draw (the gain values shuffled over layers and ranked again, ordinal, largest
+    first; ``S(+)``'s ties in layer order), written out one draw at a time."""
+    jsd_rank = rankdata(-np.asarray(jsd), method="ordinal")
+    rows = []
+    for _ in range(draws):
+        gain_rank = rankdata(-rng.permutation(gain), method="ordinal")
+        joint = sorted(range(len(jsd)), key=lambda layer: (jsd_rank[layer] + gain_rank[layer]))
+        s_top, j_top = set(joint[:n]), set(np.flatnonzero(jsd_rank <= n))
+        g_top = set(np.flatnonzero(gain_rank <= n))
+        rows.append([len(j_top & s_top), len(g_top & s_top), len(j_top & g_top)])
+    return np.array(rows)
+
+
+def test_p_values_are_the_share_of_draws_at_or_above_the_observed():
+    """Every p-value of both modules against a draw-by-draw recomputation of the null (the
+    attention module draws first from ``default_rng(seed)``, the MLP continues the stream)."""
+    n_layers, n, draws = 26, 10, 200
     ranks = np.arange(n_layers, dtype=float)
+    gains = {"attention": ranks, "mlp": -ranks}  # the same order as J; the reverse of it
     result = consensus(
         _attribution(
             heads=np.stack([ranks, ranks], 1),
             mlps=ranks,
-            attn_gain=ranks,  # the same order as J: the largest overlaps there are
-            mlp_gain=-ranks,  # the reverse: J ∩ G is empty
+            attn_gain=gains["attention"],
+            mlp_gain=gains["mlp"],
         ),
         top_n=n,
         n_permutations=draws,
+        seed=3,
     )
-    attention, mlp = result.attention, result.mlp
-    assert attention.jsd_gain_overlap == attention.jsd_overlap == n
-    # P(|J ∩ G| = 10) under the null is 1 / C(26, 10): no draw reaches it.
-    assert 1 / comb(n_layers, n) < 1e-6
-    assert attention.jsd_gain_overlap_p == 1 / (1 + draws)
-    assert mlp.jsd_gain_overlap == 0 and mlp.jsd_gain_overlap_p == 1.0
-    for module in (attention, mlp):
-        for p in (module.jsd_overlap_p, module.gain_overlap_p, module.jsd_gain_overlap_p):
-            assert 1 / (1 + draws) <= p <= 1.0
+    rng = np.random.default_rng(3)
+    for module in (result.attention, result.mlp):
+        null = brute_force_null(ranks, gains[module.module], n, draws, rng)
+        observed = [module.jsd_overlap, module.gain_overlap, module.jsd_gain_overlap]
+        expected = (1 + (null >= np.array(observed)).sum(0)) / (1 + draws)
+        found = [module.jsd_overlap_p, module.gain_overlap_p, module.jsd_gain_overlap_p]
+        np.testing.assert_allclose(found, expected)
+    # The extremes: J and G agree fully for attention (no draw reaches 10 of 10), not at all
+    # for the MLP (every draw reaches 0).
+    assert result.attention.jsd_gain_overlap == n and result.mlp.jsd_gain_overlap == 0
+    assert result.attention.jsd_gain_overlap_p == 1 / (1 + draws)
+    assert result.mlp.jsd_gain_overlap_p == 1.0
 
 
 def test_p_value_counts_the_null_at_or_above_the_observed():

@@ -273,7 +273,10 @@ def test_cli_explain_writes_json_and_plots(tmp_path, capsys):
     args.run(args)
     data = json.loads((out / "explanation.json").read_text())
     assert data["hits"][0]["id"] == "d0"  # the Eiffel Tower document ranks first
-    assert -1 <= data["warg"] <= 1
+    rows = data["documents"]
+    retriever = np.array([row["retriever_score"] for row in rows])
+    generator = np.array([row["generator_score"] for row in rows])
+    assert data["warg"] == pytest.approx(warg(retriever, generator, data["tau"]))  # its own rows
     assert all(abs(ratio - 1) < 0.05 for ratio in data["completeness"].values())
     assert (out / "ranks.png").is_file() and (out / "query_saliency.png").is_file()
     assert "WARG" in capsys.readouterr().out
