@@ -282,8 +282,8 @@ class Case:
             scores = self.engine.score(self.builder, self.response_ids, rows, store.reference)
             for row, key in enumerate(missing):
                 store.subsets[key] = _ScoredSubset(
-                    scores.token_logprobs[row].double().numpy(),
-                    {n: d[row].double().numpy() for n, d in scores.divergences.items()},
+                    scores.token_logprobs[row].double().cpu().numpy(),
+                    {n: d[row].double().cpu().numpy() for n, d in scores.divergences.items()},
                 )
         return [store.subsets[k] for k in keys]
 

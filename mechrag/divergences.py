@@ -20,7 +20,7 @@ Logprobs = Float[torch.Tensor, "*batch vocab"]
 
 
 def _as_float_tensor(x: torch.Tensor | np.ndarray) -> torch.Tensor:
-    tensor = torch.as_tensor(x)
+    tensor = torch.as_tensor(x)  # host: numpy stays on the host, a tensor keeps its device
     if tensor.dtype not in (torch.float32, torch.float64):
         tensor = tensor.float()
     return tensor
@@ -34,7 +34,7 @@ def _kl_terms(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
 
 
 def _like_input(result: torch.Tensor, reference: torch.Tensor | np.ndarray):
-    return result.numpy() if isinstance(reference, np.ndarray) else result
+    return result.numpy() if isinstance(reference, np.ndarray) else result  # host: numpy in
 
 
 def kl(logp: Logprobs | np.ndarray, logq: Logprobs | np.ndarray):

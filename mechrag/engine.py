@@ -166,11 +166,12 @@ class Engine:
         """
         width = max(len(s) for s in sequences)
         pad = adapter.pad_token_id(self.model)
+        # host: the batch is assembled on the host, then moved to the model's device at once
         ids = torch.full((len(sequences), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(sequences), prefix + width), dtype=torch.long)
+        attention = torch.zeros((len(sequences), prefix + width), dtype=torch.long)  # host
         attention[:, :prefix] = 1
         for row, seq in enumerate(sequences):
-            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)  # host
             attention[row, prefix + width - len(seq) :] = 1
         device = adapter.device(self.model)
         return ids.to(device), attention.to(device)
@@ -271,8 +272,11 @@ class Engine:
         sequences = self.sequences(builder, response_ids, masks)
         n_response = len(response_ids)
         targets = torch.as_tensor(list(response_ids), device=reference.logprobs.device)
+        # host: scores are kept on the host (the case's cache); each batch's are moved there
         logprobs_out = torch.empty((len(masks), n_response))
-        divergences_out = {name: torch.empty((len(masks), n_response)) for name in DIVERGENCES}
+        divergences_out = {
+            name: torch.empty((len(masks), n_response)) for name in DIVERGENCES  # host
+        }
 
         def record(rows: list[int], logprobs: Float[Tensor, "b n_response vocab"]) -> None:
             picked = logprobs.gather(-1, targets.expand(len(rows), -1)[..., None])[..., 0]
@@ -326,9 +330,9 @@ class Engine:
                 adapter.forward(self.model, ids, attention, n_logits=1, past=past)
                 self._count(ids)
                 order.extend(batch.rows)
-        inverse = torch.as_tensor(order).argsort()
+        inverse = torch.as_tensor(order).argsort()  # host: moved to each capture's device
         return {
-            key: torch.stack([torch.cat(parts)[inverse] for parts in per_layer])
+            key: torch.stack([torch.cat(parts)[inverse.to(parts[0].device)] for parts in per_layer])
             for key, per_layer in store.items()
         }
 

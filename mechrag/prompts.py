@@ -33,7 +33,7 @@ def as_masks(masks) -> Bool[torch.Tensor, "*batch n_sources"]:
     """
     if isinstance(masks, torch.Tensor):
         return masks.to(torch.bool)
-    return torch.from_numpy(np.ascontiguousarray(masks, dtype=bool))
+    return torch.from_numpy(np.ascontiguousarray(masks, dtype=bool))  # host: prompts are text
 
 
 def render_context(sources: Sequence[Source]) -> str:
@@ -82,7 +82,7 @@ class PromptBuilder:
         return len(self.sources)
 
     def full_mask(self) -> Bool[torch.Tensor, " n_sources"]:
-        return torch.ones(self.n_sources, dtype=torch.bool)
+        return torch.ones(self.n_sources, dtype=torch.bool)  # host: prompts are built as text
 
     def context(self, mask: SourceMask | None = None) -> str:
         """The context text for the sources kept by ``mask`` (all when ``None``)."""

@@ -104,11 +104,12 @@ def attention_features(case) -> AttentionFeatures:
     key_owner = np.full(n_keys, -1)
     in_prompt = positions < len(owners)
     key_owner[in_prompt] = owners[positions[in_prompt]]
-    one_hot = torch.zeros(n_keys, case.n_sources, dtype=torch.float64)
+    one_hot = torch.zeros(n_keys, case.n_sources, dtype=patterns.dtype, device=patterns.device)
     kept = np.flatnonzero(key_owner >= 0)
-    one_hot[torch.as_tensor(kept), torch.as_tensor(key_owner[kept])] = 1.0
+    rows = torch.as_tensor(kept, device=patterns.device)
+    one_hot[rows, torch.as_tensor(key_owner[kept], device=patterns.device)] = 1.0
     per_token = torch.einsum("lhtk,ks->lhst", patterns, one_hot)
-    return AttentionFeatures(per_token.numpy())
+    return AttentionFeatures(per_token.cpu().numpy())
 
 
 @dataclass

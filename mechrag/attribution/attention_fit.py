@@ -41,7 +41,7 @@ def project_to_simplex(v: torch.Tensor) -> torch.Tensor:
     """The Euclidean projection of ``v`` onto ``{w >= 0, sum w = 1}`` (sort-based)."""
     ordered, _ = torch.sort(v, descending=True)
     cumulative = ordered.cumsum(0) - 1.0
-    steps = torch.arange(1, len(v) + 1, dtype=v.dtype)
+    steps = torch.arange(1, len(v) + 1, dtype=v.dtype, device=v.device)
     support = (ordered - cumulative / steps) > 0
     count = int(support.nonzero().max()) + 1
     threshold = cumulative[count - 1] / count
@@ -107,13 +107,14 @@ class TrainingBatch:
         if not kept:
             raise InputError("every training case has constant targets: nothing to fit")
         n_sources = max(len(y) for _, y in kept)
+        # host: the fit runs on the CPU, from features already on the host
         x = torch.zeros((len(kept), n_sources, width), dtype=torch.float64)
-        goals = torch.zeros((len(kept), n_sources), dtype=torch.float64)
-        valid = torch.zeros((len(kept), n_sources), dtype=torch.bool)
+        goals = torch.zeros((len(kept), n_sources), dtype=torch.float64)  # host
+        valid = torch.zeros((len(kept), n_sources), dtype=torch.bool)  # host
         for row, (design, y) in enumerate(kept):
             size = len(y)
-            x[row, :size] = torch.as_tensor(design - design.mean(0))
-            z = torch.as_tensor((y - y.mean()) / y.std())
+            x[row, :size] = torch.as_tensor(design - design.mean(0))  # host: numpy in
+            z = torch.as_tensor((y - y.mean()) / y.std())  # host: numpy in
             goals[row, :size] = (z / temperature).softmax(0) if loss == "listwise" else z / z.norm()
             valid[row, :size] = True
         return cls(designs=x, goals=goals, valid=valid, loss=loss, temperature=temperature)
@@ -145,7 +146,8 @@ def fit_objective(
 ) -> float:
     """The fit's mean per-case loss of ``weights`` on these cases (without the L2 term)."""
     batch = TrainingBatch.of(designs, targets, target=target, loss=loss, temperature=temperature)
-    return float(batch.objective(torch.as_tensor(np.asarray(weights, dtype=np.float64))))
+    weights = torch.as_tensor(np.asarray(weights, dtype=np.float64))  # host: the fit's device
+    return float(batch.objective(weights))
 
 
 def fit_head_weights(
@@ -166,6 +168,7 @@ def fit_head_weights(
     batch = TrainingBatch.of(designs, targets, target=target, loss=loss, temperature=temperature)
     generator = torch.Generator().manual_seed(seed)
     n_components = batch.designs.shape[-1]
+    # host: the fit runs on the CPU; a CPU generator draws the same start everywhere
     start = 1.0 + 0.01 * torch.rand(n_components, generator=generator, dtype=torch.float64)
     weights = (start / start.sum()).requires_grad_(True)
     optimiser = torch.optim.Adam([weights], lr=learning_rate)
@@ -176,7 +179,7 @@ def fit_head_weights(
         optimiser.step()
         with torch.no_grad():
             weights.copy_(project_to_simplex(weights))
-    return weights.detach().numpy()
+    return weights.detach().numpy()  # host: fitted on the CPU
 
 
 def fit_quality(

@@ -222,6 +222,7 @@ def _sign_probes(
     """``e_kty sqrt(P_t(y))`` with seeded random signs ``e`` (drawn on the CPU, so the same
     probes on every device)."""
     generator = torch.Generator().manual_seed(seed)
+    # host: a CPU generator draws the same signs on every device; moved below
     signs = torch.randint(0, 2, (rows, *logprobs.shape), generator=generator) * 2.0 - 1.0
     return signs.to(logprobs.device) * logprobs.float().mul(0.5).exp()
 

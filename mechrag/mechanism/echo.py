@@ -129,7 +129,7 @@ def detector_scores(case, result: Echo) -> dict[str, float]:
     import torch  # a case exists, so torch is loaded already
 
     full = case.reference_logprobs()  # [T, vocab], the full-context distributions
-    entropies = torch.special.entr(full.exp()).sum(-1).double().numpy()
+    entropies = torch.special.entr(full.exp()).sum(-1).double().cpu().numpy()
     keep = result.answer_mask
     return {
         "echo": -result.summary("context")["mean"],

@@ -96,10 +96,12 @@ def _directions(model, response_ids, target: str, answer_ids) -> Tensor:
     if target not in TARGETS:
         raise InputError(f"target must be one of {TARGETS}, got {target!r}")
     if target == "response":
-        return adapter.unembedding_directions(model, torch.as_tensor(list(response_ids)))[:, None]
+        ids = torch.as_tensor(list(response_ids), device=adapter.device(model))
+        return adapter.unembedding_directions(model, ids)[:, None]
     if not answer_ids:
         raise InputError("target='answer' needs the gold answer's token ids (answer_ids)")
-    answer = adapter.unembedding_directions(model, torch.as_tensor(list(answer_ids)))
+    ids = torch.as_tensor(list(answer_ids), device=adapter.device(model))
+    answer = adapter.unembedding_directions(model, ids)
     return answer[None].expand(len(response_ids), -1, -1)
 
 

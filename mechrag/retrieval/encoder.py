@@ -178,7 +178,7 @@ class DenseEncoder:
             batch = self.tokenize(texts[start : start + batch_size])
             chunks.append(self.embed_ids(batch["input_ids"], batch["attention_mask"]))
         if not chunks:
-            return torch.empty(0, self.model.config.hidden_size)
+            return torch.empty(0, self.model.config.hidden_size, device=self.model.device)
         return torch.cat(chunks)
 
 

@@ -257,7 +257,7 @@ class RetrieverIntegratedGradients:
             side=side,
             text=text,
             tokens=encoder.tokenizer.convert_ids_to_tokens(input_ids[0].tolist()),
-            scores=attributions[0].sum(-1).detach().double().numpy(),
+            scores=attributions[0].sum(-1).detach().double().cpu().numpy(),
             special=special,
             target=target,
             baseline_target=baseline_target,
@@ -318,5 +318,5 @@ def special_token_mask(
     encoder: DenseEncoder, input_ids: Int[torch.Tensor, "batch seq"]
 ) -> torch.Tensor:
     """True at special tokens ([CLS], [SEP], [PAD], ...)."""
-    special_ids = torch.tensor(sorted(encoder.tokenizer.all_special_ids))
+    special_ids = torch.tensor(sorted(encoder.tokenizer.all_special_ids), device=input_ids.device)
     return torch.isin(input_ids, special_ids)

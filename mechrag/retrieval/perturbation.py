@@ -27,7 +27,7 @@ def token_removal_value(
     """``(value_fn, feature positions)``: similarity with the unkept features replaced."""
     batch = encoder.tokenize([text])
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-    positions = np.flatnonzero(~special_token_mask(encoder, input_ids)[0].numpy())
+    positions = np.flatnonzero(~special_token_mask(encoder, input_ids)[0].cpu().numpy())
     replacement_id = getattr(encoder.tokenizer, f"{replacement}_token_id")
     fixed = fixed.detach().to(torch.float32)
 
@@ -35,14 +35,15 @@ def token_removal_value(
         masks = np.asarray(masks, dtype=bool)
         ids = input_ids.repeat(len(masks), 1)
         removed = torch.zeros_like(ids, dtype=torch.bool)
-        removed[:, torch.as_tensor(positions)] = torch.as_tensor(~masks)
+        columns = torch.as_tensor(positions, device=ids.device)
+        removed[:, columns] = torch.as_tensor(~masks, device=ids.device)
         ids[removed] = replacement_id
         scores = []
         for start in range(0, len(ids), batch_size):
             chunk = ids[start : start + batch_size]
             embedded = encoder.embed_ids(chunk, attention_mask.expand(len(chunk), -1))
             scores.append((embedded @ fixed.T).sum(-1))
-        return torch.cat(scores).double().numpy()
+        return torch.cat(scores).double().cpu().numpy()
 
     return value, positions
 

@@ -61,7 +61,8 @@ class Retriever:
         query_encoder = query_encoder or load_encoder()
         document_encoder = document_encoder or query_encoder
         vectors = document_encoder.encode([d.embedding_text for d in corpus], batch_size)
-        return cls(corpus, FlatIndex.from_vectors(vectors.numpy()), query_encoder, document_encoder)
+        index = FlatIndex.from_vectors(vectors.cpu().numpy())
+        return cls(corpus, index, query_encoder, document_encoder)
 
     def embed_query(self, query: str) -> Float[torch.Tensor, " d"]:
         return self.query_encoder.encode([query])[0]
@@ -73,7 +74,7 @@ class Retriever:
         """The ``k`` best documents for ``query`` with their similarity scores, best first."""
         if not query.strip():
             raise InputError("query is empty")
-        scores, rows = self.index.search(self.embed_query(query).numpy()[None], k)
+        scores, rows = self.index.search(self.embed_query(query).cpu().numpy()[None], k)
         return [
             Hit(rank + 1, float(score), self.corpus[int(row)])
             for rank, (score, row) in enumerate(zip(scores[0], rows[0]))
@@ -90,8 +91,8 @@ class Retriever:
             vectors[stored] = np.stack([self.index.index.reconstruct(rows[i]) for i in stored])
         fresh = [i for i, row in enumerate(rows) if row is None]
         if fresh:
-            vectors[fresh] = self.embed_documents([documents[i] for i in fresh]).numpy()
-        return vectors @ self.embed_query(query).numpy()
+            vectors[fresh] = self.embed_documents([documents[i] for i in fresh]).cpu().numpy()
+        return vectors @ self.embed_query(query).cpu().numpy()
 
     def save(self, folder: str | Path) -> Path:
         """Write ``corpus.jsonl``, ``index.faiss`` and ``retriever.json`` into ``folder``."""

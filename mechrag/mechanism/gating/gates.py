@@ -79,7 +79,7 @@ def edit_components(
 
 def _scaler(factors: Sequence[float]) -> Edit:
     """Multiply a [..., n_chosen, d_head] slice by one factor per chosen head."""
-    weights = torch.tensor(list(factors), dtype=torch.float64)
+    weights = torch.tensor(list(factors), dtype=torch.float64)  # host: moved to each z below
 
     def edit(z: Tensor) -> Tensor:
         return z * weights.to(z.device, z.dtype)[:, None]
