@@ -155,9 +155,10 @@ def test_replayed_expansion_rules_match_hierarchical_arc_jsd(tiny):
     """``make results`` replays the expansion rules on a record of level-one document scores
     (``experiments/hierarchical_rules.py``): top-1 agreement with exact ARC-JSD and model calls
     as the method's own, a one-sentence document among the others."""
+    from result_tables.hierarchical import HIERARCHICAL_RULES, replayed_rule
+
     root = Path(__file__).resolve().parents[1]
     level_one = runpy.run_path(str(root / "experiments" / "hierarchical_rules.py"))["level_one"]
-    results = runpy.run_path(str(root / "experiments" / "make_results.py"))
     srcs = [*sources(4, 3), Source("x", "Loose fact.", title="Loose", paragraph=9)]
     exact = fresh(tiny, srcs).arc_jsd()
     record = level_one(fresh(tiny, srcs))
@@ -167,12 +168,12 @@ def test_replayed_expansion_rules_match_hierarchical_arc_jsd(tiny):
     documents, _ = document_masks(fresh(tiny, srcs))
     top_document = documents.index(srcs[int(np.argmax(exact.scores))].paragraph)
     calls = set()
-    for documents, within in [*results["HIERARCHICAL_RULES"], (1, 1e-9), (5, None)]:
+    for documents, within in [*HIERARCHICAL_RULES, (1, 1e-9), (5, None)]:
         result = HierarchicalARCJSD(documents=documents, within=within)(fresh(tiny, srcs))
         # Agreement read from what the method expanded, not from an argmax over scores that
         # other batches round otherwise.
         agrees = float(top_document in result.metadata["expanded_documents"])
-        replayed = results["replayed_rule"](record, documents, within)
+        replayed = replayed_rule(record, documents, within)
         assert replayed == (agrees, result.model_calls), (documents, within)
         calls.add(result.model_calls)
     assert len(calls) >= 4  # the rules differ in cost

@@ -8,20 +8,41 @@ from __future__ import annotations
 
 import itertools
 import json
-import runpy
 import shutil
 from pathlib import Path
 
+import make_results
 import numpy as np
 import pytest
+from result_tables.attention_fit import (
+    FEATURE_SCORED,
+    FIT_LOSSES,
+    FIT_SETTINGS,
+    FIT_SIZE_EVALUATION,
+    FIT_SIZE_IN_SAMPLE,
+    attention_features_table,
+    fit_losses_table,
+    fit_size_table,
+    shipped_fitted_weights,
+)
+from result_tables.claims import FEWEST, claims_table, smallest_detectable, verdict
+from result_tables.common import RESAMPLES_TEST, Claim, mean_p, p_text
+from result_tables.frontier import (
+    FRONTIER_WEIGHTED,
+    frontier_figure,
+    frontier_misses_table,
+    frontier_table,
+    newest_weights,
+)
+from result_tables.hierarchical import (
+    chosen_rule,
+    hierarchical_rules_table,
+    replay_check,
+    replayed_rule,
+)
+from result_tables.paper_setting import paper_setting_claims
 
-SCRIPT = Path(__file__).parents[1] / "experiments" / "make_results.py"
 FIXTURE = Path(__file__).parent / "fixtures" / "results"
-
-
-@pytest.fixture(scope="module")
-def script():
-    return runpy.run_path(str(SCRIPT))
 
 
 @pytest.fixture
@@ -31,15 +52,15 @@ def workspace(tmp_path) -> Path:
     return tmp_path / "results"
 
 
-def emptied(script, text: str) -> str:
+def emptied(text: str) -> str:
     """``text`` with every marker block's content removed (a file before its first run)."""
-    return script["MARKER"].sub(
+    return make_results.MARKER.sub(
         lambda m: f"<!-- results:{m['name']} -->\n<!-- /results:{m['name']} -->", text
     )
 
 
-def run(script, workspace: Path, *argv: str) -> int:
-    return script["main"](
+def run(workspace: Path, *argv: str) -> int:
+    return make_results.main(
         list(argv), results_path=workspace / "RESULTS.md", runs_root=workspace / "runs"
     )
 
@@ -54,10 +75,10 @@ def write_records(workspace: Path, run_folder: str, found: list[dict]) -> None:
     (workspace / "runs" / run_folder / "records.jsonl").write_text(lines)
 
 
-def refusal(script, workspace: Path, capsys) -> str:
+def refusal(workspace: Path, capsys) -> str:
     """The one error line of a run that must refuse its records and write nothing."""
     before = (workspace / "RESULTS.md").read_text()
-    assert run(script, workspace) == 2
+    assert run(workspace) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert (workspace / "RESULTS.md").read_text() == before
@@ -75,12 +96,12 @@ def row_cells(text: str, first_cell: str) -> list[str]:
     return [cell.strip() for cell in line.strip("|").split(" | ")]
 
 
-def test_reproduces_the_fixture_results_exactly(script, workspace):
+def test_reproduces_the_fixture_results_exactly(workspace):
     results = workspace / "RESULTS.md"
-    results.write_text(emptied(script, results.read_text()))
-    assert run(script, workspace) == 0
+    results.write_text(emptied(results.read_text()))
+    assert run(workspace) == 0
     assert results.read_text() == (FIXTURE / "RESULTS.md").read_text()
-    assert run(script, workspace, "--check") == 0
+    assert run(workspace, "--check") == 0
 
 
 def test_fixture_numbers_match_a_brute_force_computation(workspace):
@@ -141,43 +162,43 @@ def test_fixture_numbers_match_a_brute_force_computation(workspace):
     assert rule[2] == expected == "20.0 [0.0, 60.0]"
 
 
-def test_check_fails_with_a_diff_on_a_stale_file(script, workspace, capsys):
+def test_check_fails_with_a_diff_on_a_stale_file(workspace, capsys):
     results = workspace / "RESULTS.md"
     stale = results.read_text().replace("| c1 top-4 | 3 | +0.42", "| c1 top-4 | 4 | +0.44")
     results.write_text(stale)
-    assert run(script, workspace, "--check") == 1
+    assert run(workspace, "--check") == 1
     diff = capsys.readouterr().out
     assert "-| c1 top-4 | 4 | +0.44" in diff and "+| c1 top-4 | 3 | +0.42" in diff
     assert results.read_text() == stale  # --check never writes
 
 
-def test_text_outside_the_markers_survives(script, workspace):
+def test_text_outside_the_markers_survives(workspace):
     results = workspace / "RESULTS.md"
     edited = results.read_text().replace("Closing prose", "Edited closing prose\n\n| a | b |")
-    results.write_text(emptied(script, edited))
-    assert run(script, workspace) == 0
+    results.write_text(emptied(edited))
+    assert run(workspace) == 0
     rewritten = results.read_text()
-    assert emptied(script, rewritten) == emptied(script, edited)
+    assert emptied(rewritten) == emptied(edited)
     assert rewritten.endswith("Edited closing prose\n\n| a | b | after the last table.\n")
 
 
-def test_claims_above_their_tables_are_one_clear_line(script, workspace, capsys):
+def test_claims_above_their_tables_are_one_clear_line(workspace, capsys):
     results = workspace / "RESULTS.md"
     text = results.read_text()
-    claims = script["MARKER"].search(text[text.index("<!-- results:claims -->") :])[0]
+    claims = make_results.MARKER.search(text[text.index("<!-- results:claims -->") :])[0]
     moved = claims + "\n\n" + text.replace(claims, "")
     results.write_text(moved)
-    assert run(script, workspace) == 2
+    assert run(workspace) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert "results:claims must come after" in error and "ablation, aipc, consensus" in error
     assert results.read_text() == moved
 
 
-def test_a_missing_run_folder_is_one_clear_line(script, workspace, capsys):
+def test_a_missing_run_folder_is_one_clear_line(workspace, capsys):
     shutil.rmtree(workspace / "runs" / "consensus_hotpotqa_d2")
     before = (workspace / "RESULTS.md").read_text()
-    assert run(script, workspace) == 2
+    assert run(workspace) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1
     assert error.startswith("make_results: table consensus: run folder ")
@@ -185,11 +206,11 @@ def test_a_missing_run_folder_is_one_clear_line(script, workspace, capsys):
     assert (workspace / "RESULTS.md").read_text() == before
 
 
-def test_an_optional_table_waits_for_its_run(script, workspace):
+def test_an_optional_table_waits_for_its_run(workspace):
     shutil.rmtree(workspace / "runs" / "frontier_smollm2")
     results = workspace / "RESULTS.md"
-    results.write_text(emptied(script, results.read_text()))
-    assert run(script, workspace) == 0
+    results.write_text(emptied(results.read_text()))
+    assert run(workspace) == 0
     assert "<!-- results:frontier -->\n<!-- /results:frontier -->" in results.read_text()
 
 
@@ -200,53 +221,53 @@ def test_an_optional_table_waits_for_its_run(script, workspace):
         ("<!-- results:gating -->\n", "results:gating has no closing"),
     ],
 )
-def test_a_bad_marker_is_one_clear_line(script, workspace, capsys, marker, message):
+def test_a_bad_marker_is_one_clear_line(workspace, capsys, marker, message):
     (workspace / "RESULTS.md").write_text(f"# Results\n\n{marker}")
-    assert run(script, workspace) == 2
+    assert run(workspace) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and message in error
 
 
-def test_a_record_without_a_field_the_table_reads_is_one_clear_line(script, workspace, capsys):
+def test_a_record_without_a_field_the_table_reads_is_one_clear_line(workspace, capsys):
     (workspace / "runs/gating_paper/hotpotqa/paper/records.jsonl").write_text('{"id": "q0"}\n')
-    assert run(script, workspace) == 2
+    assert run(workspace) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "table gating: a record in" in error
     assert error.rstrip().endswith("lacks 'conditions'")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), None, "high"])
-def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(script, workspace, capsys, bad):
+def test_a_frontier_score_that_is_not_a_number_is_one_clear_line(workspace, capsys, bad):
     found = records(workspace, "frontier_smollm2")
     found[2]["scores"][0] = bad  # q0's attention (json writes NaN and Infinity)
     write_records(workspace, "frontier_smollm2", found)
-    error = refusal(script, workspace, capsys)
+    error = refusal(workspace, capsys)
     assert "frontier 4/q0: attention has scores that are not finite numbers" in error
 
 
-def test_the_bootstrap_interval_is_seeded(script, workspace, tmp_path):
-    spec = script["TABLES"]["gating"]
-    first = script["render"](spec, workspace / "runs")
+def test_the_bootstrap_interval_is_seeded(workspace, tmp_path):
+    spec = make_results.TABLES["gating"]
+    first = make_results.render(spec, workspace / "runs")
     np.random.seed(12345)  # the global generator's state must not matter
     np.random.random(100)
-    assert script["render"](spec, workspace / "runs") == first
+    assert make_results.render(spec, workspace / "runs") == first
     other = tmp_path / "other"
     shutil.copytree(workspace, other)
     for folder in (workspace, other):
-        (folder / "RESULTS.md").write_text(emptied(script, (folder / "RESULTS.md").read_text()))
-        assert run(script, folder) == 0
+        (folder / "RESULTS.md").write_text(emptied((folder / "RESULTS.md").read_text()))
+        assert run(folder) == 0
     assert (workspace / "RESULTS.md").read_bytes() == (other / "RESULTS.md").read_bytes()
 
 
-def test_the_committed_results_are_what_the_committed_records_give(script, capsys):
+def test_the_committed_results_are_what_the_committed_records_give(capsys):
     """RESULTS.md's generated tables equal what ``make results`` builds from the records."""
-    assert script["main"](["--check"]) == 0, capsys.readouterr().out
+    assert make_results.main(["--check"]) == 0, capsys.readouterr().out
 
 
-def test_frontier_speedups_pair_only_runs_timed_in_one_session(script, workspace):
+def test_frontier_speedups_pair_only_runs_timed_in_one_session(workspace):
     """Fixture: attention on q2 was timed in another session than exact, so the speed-up is
     (40 + 41) / (1 + 2) over q0 and q1 only; agreement still counts all three."""
-    assert run(script, workspace) == 0
+    assert run(workspace) == 0
     text = (workspace / "RESULTS.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| 4 | attention |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -256,19 +277,19 @@ def test_frontier_speedups_pair_only_runs_timed_in_one_session(script, workspace
     assert cells[5].startswith(f"{(1 / 4 + 1 + 0) / 3:.2f}")
 
 
-def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(script, workspace):
+def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(workspace):
     """Cut sizes by their number of sentences (10 after 4, not before it as text sorts), then
     the whole contexts, whatever order the records were written in; exact ARC-JSD first within
     a size. (The whole contexts' declared order is also alphabetical, so it is not tested.)"""
     found = records(workspace, "frontier_smollm2")
     relabelled = [{**r, "size": "10"} for r in found if r["size"] == "4"]
-    table = script["frontier_table"]([*found[::-1], *relabelled])
+    table = frontier_table([*found[::-1], *relabelled])
     rows = [line.removeprefix("| ").split(" | ")[:2] for line in table.splitlines()[2:]]
     assert [size for size, _ in rows] == ["4"] * 3 + ["10"] * 3 + ["hotpotqa"] * 3
     assert [rows[i][1] for i in (0, 3, 6)] == ["exact"] * 3
 
 
-def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace, tmp_path):
+def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(workspace, tmp_path):
     """The Gemma 3 tables are built from ``frontier_gemma3``'s records alone (here the SmolLM2
     fixture without its whole-context rows), by the SmolLM2 tables' builders; its figure names
     the model."""
@@ -284,7 +305,7 @@ def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace,
     names = ("frontier", "frontier_depth")
     markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
     results.write_text(results.read_text() + markers)
-    assert run(script, workspace) == 0
+    assert run(workspace) == 0
     text = results.read_text()
 
     def rows(name: str) -> list[str]:
@@ -296,13 +317,13 @@ def test_gemma_gets_the_frontier_tables_of_its_own_run_folder(script, workspace,
         assert any(line.startswith("| hotpotqa |") for line in smollm2)
         expected = [line for line in smollm2 if not line.startswith("| hotpotqa |")]
         assert len(expected) > 2 and rows(f"{name}_gemma3") == expected
-    assert set(script["FIGURES"]) <= set(script["TABLES"])
+    assert set(make_results.FIGURES) <= set(make_results.TABLES)
     path = tmp_path / "figure.png"
-    script["frontier_figure"](gemma, path)
+    frontier_figure(gemma, path)
     assert path.stat().st_size > 0
 
 
-def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(script, workspace):
+def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(workspace):
     """The paper-setting tables of ``frontier_gemma3`` are the SmolLM2 fixture's rows with
     the model's name (the same records under Gemma's name)."""
     gemma = [
@@ -316,7 +337,7 @@ def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(script, works
     markers = "".join(f"<!-- results:{n}_gemma3 -->\n<!-- /results:{n}_gemma3 -->\n" for n in names)
     claims = "<!-- results:claims -->"  # Gemma's paper-setting claims stand above it
     results.write_text(results.read_text().replace(claims, markers + claims))
-    assert run(script, workspace) == 0
+    assert run(workspace) == 0
     text = results.read_text()
     for name in names:
         smollm2 = [line for line in marker_block(text, name).splitlines() if "| smollm2" in line]
@@ -329,11 +350,11 @@ def test_gemma_gets_the_paper_setting_tables_of_its_own_run_folder(script, works
         ]
 
 
-def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(script, workspace, capsys):
+def test_frontier_records_of_two_models_in_one_folder_are_one_clear_line(workspace, capsys):
     found = records(workspace, "frontier_smollm2")
     found[0]["settings"] = {**found[0]["settings"], "model": "gemma3-270m"}
     write_records(workspace, "frontier_smollm2", found)
-    error = refusal(script, workspace, capsys)
+    error = refusal(workspace, capsys)
     assert "frontier records of several models in one run folder" in error
 
 
@@ -367,54 +388,53 @@ def test_frontier_depth_counts_every_order_that_breaks_the_ties(workspace):
         assert expected[0] < expected[1] < expected[2]  # the ties make depth matter
 
 
-def test_smallest_detectable_effect_is_the_paired_t_formula_and_has_its_power(script):
+def test_smallest_detectable_effect_is_the_paired_t_formula_and_has_its_power():
     """Closed form at n = 6 (n - 1 degrees of freedom, sd with ddof 1); at that effect the
     sign-flip test of the mean the claims use rejects in about 80% of simulated runs."""
     from scipy.stats import t as t_dist
 
-    from mechrag.metrics.detection import mcnemar_exact
+    from mechrag.metrics.detection import mcnemar_exact, sign_flip_p
 
-    Claim, detectable = script["Claim"], script["smallest_detectable"]
     six = np.array([0.1, 0.5, -0.2, 0.9, 0.3, 0.4])
     expected = (t_dist.ppf(0.975, 5) + t_dist.ppf(0.8, 5)) * six.std(ddof=1) / np.sqrt(6)
-    assert detectable(Claim("c", "p", six, expected_sign=1, p=0.5)) == pytest.approx(expected)
+    at_six = Claim("c", "p", six, expected_sign=1, p=0.5)
+    assert smallest_detectable(at_six) == pytest.approx(expected)
     rng = np.random.default_rng(1)
     n, observed = 30, rng.normal(0, 1.5, 30)
-    effect = detectable(Claim("c", "p", observed, expected_sign=1, p=0.5))
+    effect = smallest_detectable(Claim("c", "p", observed, expected_sign=1, p=0.5))
     draws = rng.normal(effect, observed.std(ddof=1), size=(400, n))
-    sign_flip_p = script["sign_flip_p"]
     power = np.mean([sign_flip_p(d, n_resamples=2000, seed=i) < 0.05 for i, d in enumerate(draws)])
     assert 0.72 < power < 0.88
-    fewest = script["FEWEST"]
     one_way = lambda k: mcnemar_exact(np.ones(k, bool), np.zeros(k, bool))  # noqa: E731
-    assert one_way(fewest) < 0.05 <= one_way(fewest - 1)
-    assert script["mean_p"](np.arange(1.0, fewest)) >= 0.05  # fewest - 1 all one way
+    assert one_way(FEWEST) < 0.05 <= one_way(FEWEST - 1)
+    assert mean_p(np.arange(1.0, FEWEST)) >= 0.05  # FEWEST - 1 all one way
     binary = Claim("c", "p", np.array([0.0] * 19 + [1.0]), expected_sign=-1, p=1.0, binary=True)
-    assert detectable(binary) == fewest / 20  # the t formula gives less here
-    assert np.isinf(detectable(Claim("c", "p", np.ones(fewest - 1), expected_sign=1, p=1.0)))
-    assert np.isnan(detectable(Claim("c", "p", np.zeros(20), expected_sign=-1, p=1.0)))
+    assert smallest_detectable(binary) == FEWEST / 20  # the t formula gives less here
+    too_few = Claim("c", "p", np.ones(FEWEST - 1), expected_sign=1, p=1.0)
+    assert np.isinf(smallest_detectable(too_few))
+    assert np.isnan(smallest_detectable(Claim("c", "p", np.zeros(20), expected_sign=-1, p=1.0)))
 
 
-def test_a_claim_with_a_p_that_is_not_a_number_is_not_detected(script):
-    claim = script["Claim"]("c", "p", np.array([0.3, 0.5]), expected_sign=1, p=float("nan"))
-    assert script["verdict"](claim) == "not detected"
+def test_a_claim_with_a_p_that_is_not_a_number_is_not_detected():
+    claim = Claim("c", "p", np.array([0.3, 0.5]), expected_sign=1, p=float("nan"))
+    assert verdict(claim) == "not detected"
 
 
 @pytest.mark.parametrize(
     ("mean", "p", "expected"),
     [(0.4, 0.01, "yes"), (-0.4, 0.01, "no: the opposite"), (0.4, 0.06, "not detected")],
 )
-def test_a_claim_reproduces_with_the_papers_sign_at_p_below_05(script, mean, p, expected):
-    claim = script["Claim"]("c", "p", np.array([mean, mean + 0.1]), expected_sign=1, p=p)
-    assert script["verdict"](claim) == expected
+def test_a_claim_reproduces_with_the_papers_sign_at_p_below_05(mean, p, expected):
+    claim = Claim("c", "p", np.array([mean, mean + 0.1]), expected_sign=1, p=p)
+    assert verdict(claim) == expected
 
 
-def test_the_claims_table_reads_each_tables_records(script):
+def test_the_claims_table_reads_each_tables_records():
     """The fixture's consensus claim: the per-example excess of |J∩S| over its null and its
     sign-flip p, recomputed from the records (by enumerating every sign pattern); at its n no
     effect is detectable."""
     text = (FIXTURE / "RESULTS.md").read_text()
-    kept = script["table_records"](script["TABLES"]["consensus"], FIXTURE / "runs")
+    kept = make_results.table_records(make_results.TABLES["consensus"], FIXTURE / "runs")
     found = [r["result"]["consensus"]["attention"] for r in kept]
     excess = np.array([f["jsd_overlap"] - f["null_jsd_overlap"] for f in found])
     first = "the paper's reading of Table 3: attention layers by JSD and by gain agree"
@@ -464,7 +484,7 @@ def test_paper_setting_splits_gold_top1_by_correct_responses(workspace):
         assert cells[7].startswith(f"{np.mean(agrees):.2f} [") and cells[7].endswith("(3)")
 
 
-def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(script, workspace):
+def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(workspace):
     """ARC-JSD's Table 2 claim, recomputed from the fixture's full-context records with
     ContextCite records added: per example exact ARC-JSD's gold top-1 minus ContextCite's (h1's
     ContextCite ties gold with another sentence at the top: half a hit), in points, beside the
@@ -477,12 +497,12 @@ def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(script, w
     pairs = [*exact.values(), *contextcite.values()]
     elsewhere = [{**r, "size": size} for size in ("hotpotqa_dev", "squad") for r in pairs]
     write_records(workspace, "frontier_smollm2", found + list(contextcite.values()) + elsewhere)
-    assert run(script, workspace) == 0
-    kept = script["table_records"](script["TABLES"]["paper_setting"], workspace / "runs")
-    (claim,) = script["paper_setting_claims"]([r for r in kept if r["size"] == "hotpotqa"])
+    assert run(workspace) == 0
+    kept = make_results.table_records(make_results.TABLES["paper_setting"], workspace / "runs")
+    (claim,) = paper_setting_claims([r for r in kept if r["size"] == "hotpotqa"])
     assert not claim.binary  # h1's tie: a sign-flip test of the mean
     untied = {**contextcite["h1"], "scores": [0.2, 0.6, 0.5]}  # ContextCite's top is gold
-    (claim,) = script["paper_setting_claims"]([*exact.values(), untied])
+    (claim,) = paper_setting_claims([*exact.values(), untied])
     assert claim.binary and claim.p == 1.0  # exact McNemar on one discordant pair (h1)
 
     def gold_top1(record) -> float:
@@ -547,8 +567,8 @@ def test_paper_setting_misses_finds_the_sentence_a_wrong_response_repeats(worksp
                 assert cells[6].startswith(f"{np.mean(golds):.2f} [")
 
 
-def test_consensus_detail_counts_each_examples_own_test(script):
-    kept = script["table_records"](script["TABLES"]["consensus_detail"], FIXTURE / "runs")
+def test_consensus_detail_counts_each_examples_own_test():
+    kept = make_results.table_records(make_results.TABLES["consensus_detail"], FIXTURE / "runs")
     text = (FIXTURE / "RESULTS.md").read_text()
     gold = np.mean([r["result"]["top_source_is_gold"] for r in kept])
     assert row_cells(text, "top ARC-JSD sentence is gold")[1].startswith(f"{gold:.2f} [")
@@ -614,25 +634,23 @@ def test_dev_gating_claims_are_the_papers_own_split(workspace):
     assert row_cells(marker_block(text, "gating"), "paper rule")[1] == "5"
 
 
-def test_the_claims_table_of_a_large_claim(script):
+def test_the_claims_table_of_a_large_claim():
     """n = 40 differences all positive: sampled sign-flip p at its floor (shown as a bound), a
     finite smallest detectable effect, reproduced, and the paper's effect far above the CI."""
     differences = np.linspace(0.1, 0.5, 40)
-    p = script["mean_p"](differences)
-    claim = script["Claim"](
-        "c", "paper", differences, expected_sign=1, p=p, digits=2, paper_effect=5.0
-    )
-    (row,) = script["claims_table"]([claim]).splitlines()[2:]
+    p = mean_p(differences)
+    claim = Claim("c", "paper", differences, expected_sign=1, p=p, digits=2, paper_effect=5.0)
+    (row,) = claims_table([claim]).splitlines()[2:]
     cells = [cell.strip() for cell in row.strip("|").split(" | ")]
-    assert p == 1 / (1 + script["RESAMPLES_TEST"])
+    assert p == 1 / (1 + RESAMPLES_TEST)
     assert cells[2] == "40" and cells[3].startswith("+0.30 [")
     assert cells[4:] == [
         "≤ 5e-5",
-        f"{script['smallest_detectable'](claim):.2f}",
+        f"{smallest_detectable(claim):.2f}",
         "yes",
         "no: below it",
     ]
-    assert script["p_text"](p) == "5e-5"  # the same number, from an exact test, is not a bound
+    assert p_text(p) == "5e-5"  # the same number, from an exact test, is not a bound
 
 
 def test_squad_gating_splits_answerable_from_unanswerable_questions(workspace):
@@ -662,19 +680,19 @@ def test_squad_gating_splits_answerable_from_unanswerable_questions(workspace):
     assert rule_minus_none < 0  # the fixture's rule abstains once where no gate answered
 
 
-def test_claims_stand_below_their_table(script, workspace):
+def test_claims_stand_below_their_table(workspace):
     """A table that RESULTS.md does not show contributes no claims, though its records exist."""
     results = workspace / "RESULTS.md"
     text = results.read_text()
-    hidden = script["MARKER"].sub(lambda m: "" if m["name"] == "gating_squad" else m[0], text)
+    hidden = make_results.MARKER.sub(lambda m: "" if m["name"] == "gating_squad" else m[0], text)
     results.write_text(hidden)
-    assert run(script, workspace) == 0
+    assert run(workspace) == 0
     rewritten = results.read_text()
     assert "SQuAD 2.0 unanswerable" not in rewritten
     assert "against no gating on the HotpotQA training sample (ICLR Table 4)" in rewritten
 
 
-def test_fit_losses_hold_out_each_training_case_once(script):
+def test_fit_losses_hold_out_each_training_case_once():
     from mechrag.attribution.attention_fit import fit_head_weights
 
     rng = np.random.default_rng(4)
@@ -684,11 +702,11 @@ def test_fit_losses_hold_out_each_training_case_once(script):
         {"key": f"c{i}", "design": np.stack([y, rng.random(5)], 1).tolist(), "scores": y.tolist()}
         for i, y in enumerate(scores)
     ]
-    table = script["fit_losses_table"](perfect)
+    table = fit_losses_table(perfect)
     for loss in ("pearson", "listwise"):
         for line in [line for line in table.splitlines() if line.startswith(f"| {loss} |")]:
             assert "| 6 | 1.00 [1.00, 1.00] | +1.00 [+1.00, +1.00] |" in line
-    assert table.count("| 0 / 0 (p 1) |") == len(script["FIT_LOSSES"]) - 1
+    assert table.count("| 0 / 0 (p 1) |") == len(FIT_LOSSES) - 1
     # Noisy heads: the held-out top-1 of the Pearson row is a leave-one-out done by hand.
     noisy = [
         {"key": f"c{i}", "design": (np.stack([y, y[::-1]], 1) + rng.random((5, 2))).tolist(),
@@ -700,15 +718,15 @@ def test_fit_losses_hold_out_each_training_case_once(script):
         rest = [r for r in noisy if r is not record]
         weights = fit_head_weights(
             [np.asarray(r["design"]) for r in rest], [np.asarray(r["scores"]) for r in rest],
-            loss="pearson", **script["FIT_SETTINGS"],
+            loss="pearson", **FIT_SETTINGS,
         )  # fmt: skip
         prediction = np.asarray(record["design"]) @ weights
         hits.append(np.argmax(prediction) == np.argmax(scores[index]))
-    pearson = row_cells(script["fit_losses_table"](noisy), "pearson")
+    pearson = row_cells(fit_losses_table(noisy), "pearson")
     assert pearson[3].startswith(f"{np.mean(hits):.2f} [")
 
 
-def test_a_refit_shows_its_own_weights_only(script, workspace):
+def test_a_refit_shows_its_own_weights_only(workspace):
     """Fitted attention on the hotpotqa examples was recorded under weights "old"; a refit
     reruns it on one example under "new": the tables read that one record for the weighted
     method and keep every other method's records."""
@@ -717,7 +735,7 @@ def test_a_refit_shows_its_own_weights_only(script, workspace):
     fitted = next(r for r in old if r["method"] == "attention_fitted" and r["size"] == "hotpotqa")
     refit = {**fitted, "settings": {**fitted["settings"], "weights": "new"}}
     write_records(workspace, "frontier_smollm2", [*old, refit])
-    assert run(script, workspace) == 0
+    assert run(workspace) == 0
     block = marker_block((workspace / "RESULTS.md").read_text(), "paper_setting")
     counts = {
         method: sum(r["method"] == method and r["size"] == "hotpotqa" for r in found)
@@ -728,17 +746,18 @@ def test_a_refit_shows_its_own_weights_only(script, workspace):
     n_of = {cells[2].strip(): cells[3].strip() for cells in rows}
     overlap = str(counts["query_overlap"])
     assert n_of == {"exact": "3", "attention_fitted": "1", "query_overlap": overlap}
-    selected = script["newest_weights"]([*old, refit])
+    selected = newest_weights([*old, refit])
     assert [r for r in selected if r["method"] == "attention_fitted"] == [refit]
     assert len(selected) == len(old) - counts["attention_fitted"] + 1
 
 
-def test_the_weighted_methods_are_the_benchmarks(script):
-    frontier = runpy.run_path(str(SCRIPT.parents[1] / "benchmarks" / "frontier.py"))
-    assert script["FRONTIER_WEIGHTED"] == frontier["WEIGHTED"]
+def test_the_weighted_methods_are_the_benchmarks():
+    from frontier import WEIGHTED
+
+    assert FRONTIER_WEIGHTED == WEIGHTED
 
 
-def test_the_hierarchical_rule_is_chosen_on_training_records_alone(script):
+def test_the_hierarchical_rule_is_chosen_on_training_records_alone():
     """Two training examples of four three-sentence documents: the top document alone misses
     the second's exact top sentence; "top 1 + within 0.5" catches it in 19 calls over both, as
     "top 1 + within 0.25" (listed later), against "top 2"'s 22 and exact ARC-JSD's 26. A dev
@@ -760,41 +779,40 @@ def test_the_hierarchical_rule_is_chosen_on_training_records_alone(script):
         example("hotpotqa", [1.0, 0.2, 0.1, 0.05], 0),
         example("hotpotqa", [1.0, 0.9, 0.1, 0.05], 1),
     ]
-    replayed = script["replayed_rule"]
-    assert replayed(training[0], 1, None) == (1.0, 8)
-    assert replayed(training[1], 1, None) == (0.0, 8)
-    assert replayed(training[1], 2, None) == replayed(training[1], 1, 0.5) == (1.0, 11)
-    assert replayed(training[1], 1, 0.1) == (1.0, 14)
-    assert replayed(training[1], 4, None) == (1.0, 13)  # every document: exact ARC-JSD
+    assert replayed_rule(training[0], 1, None) == (1.0, 8)
+    assert replayed_rule(training[1], 1, None) == (0.0, 8)
+    assert replayed_rule(training[1], 2, None) == replayed_rule(training[1], 1, 0.5) == (1.0, 11)
+    assert replayed_rule(training[1], 1, 0.1) == (1.0, 14)
+    assert replayed_rule(training[1], 4, None) == (1.0, 13)  # every document: exact ARC-JSD
     tied = {**training[1], "exact_scores": [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, *[0.0] * 6]}
-    assert replayed(tied, 2, None) == (0.5, 11)  # a tie at the top shared, as the frontier's
+    assert replayed_rule(tied, 2, None) == (0.5, 11)  # a tie at the top shared, as the frontier's
     # The frontier's own top-2 run, copied into a record, checks the replay.
     training[1]["frontier_hierarchical"] = {
         "documents": 2,
         "scores": [0.1, 0.2, 0.3, 0.4, 0.9, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
         "model_calls": 11,
     }
-    assert "on 1 of the 1 examples" in script["replay_check"](training)
+    assert "on 1 of the 1 examples" in replay_check(training)
     training[1]["frontier_hierarchical"]["model_calls"] = 12
-    assert "on 0 of the 1 examples" in script["replay_check"](training)
+    assert "on 0 of the 1 examples" in replay_check(training)
     del training[1]["frontier_hierarchical"]
     dev = example("hotpotqa_dev", [1.0, 0.3, 0.2, 0.1], 2)
-    assert script["chosen_rule"](training) == script["chosen_rule"]([*training, dev]) == (1, 0.5)
-    table = script["hierarchical_rules_table"]([*training, dev])
+    assert chosen_rule(training) == chosen_rule([*training, dev]) == (1, 0.5)
+    table = hierarchical_rules_table([*training, dev])
     chosen = [line for line in table.splitlines() if "(chosen)" in line]
     assert len(chosen) == 2 and all("top 1 + within 0.5 of the top (chosen)" in c for c in chosen)
     assert "| 0.00 [0.00, 0.00] |" in chosen[1]  # the dev example it misses
-    assert script["chosen_rule"]([dev]) is None
+    assert chosen_rule([dev]) is None
 
 
-def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(script):
+def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from():
     """Cases whose every head ranks the sources as exact ARC-JSD does: each fit agrees on all of
     them, so the rows say which cases each fit was scored on (each evaluation set also fitted on
     itself, last); one dev case with random heads is
     scored by hand under the shipped weights, and the replay check counts the frontier scores
     that the shipped weights give back."""
     rng = np.random.default_rng(5)
-    shipped = script["shipped_fitted_weights"]("smollm2-135m")
+    shipped = shipped_fitted_weights("smollm2-135m")
 
     def case(size: str, dataset: str, example_id: str, aligned: bool = True) -> dict:
         exact = rng.permutation(6) / 6.0  # gaps of 1/6, far above the heads' noise
@@ -816,15 +834,16 @@ def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(scrip
         record["frontier_fitted_scores"] = (np.asarray(record["design"]) @ shipped).tolist()
     whole[2]["frontier_fitted_scores"][0] += 1.0
 
-    table = script["fit_size_table"](found)
+    table = fit_size_table(found)
     rows = [
         [cell.strip() for cell in line.strip("|").split(" | ")]
         for line in table.splitlines()
         if line.startswith("| ") and not line.startswith("| fit on")
     ]
     scored = [(cells[1], cells[2], cells[3]) for cells in rows]
-    evaluation = script["FIT_SIZE_EVALUATION"]
-    dev, musique, hotpotqa = (evaluation[size] for size in ("hotpotqa_dev", "musique", "hotpotqa"))
+    dev, musique, hotpotqa = (
+        FIT_SIZE_EVALUATION[size] for size in ("hotpotqa_dev", "musique", "hotpotqa")
+    )
     assert scored == [
         ("4", dev, "2"), ("4", musique, "3"), ("4", hotpotqa, "3"),
         ("4", dev, "2"), ("4", musique, "3"), ("4", hotpotqa, "3"),
@@ -842,7 +861,7 @@ def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(scrip
         "+ HotpotQA training, whole contexts",
         "+ MuSiQue training, whole contexts",
         "only HotpotQA training, whole contexts; MuSiQue training, whole contexts",
-        script["FIT_SIZE_IN_SAMPLE"],
+        FIT_SIZE_IN_SAMPLE,
     ]
     random_case = found[-1]
     prediction = np.asarray(random_case["design"]) @ shipped
@@ -851,13 +870,13 @@ def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from(scrip
     assert all(cells[4] == "1.00 [1.00, 1.00]" for cells in rows if cells[2] != dev)
     assert "on 2 of 3 examples that have them" in table
     # Without MuSiQue's whole contexts, the sets that would add them add nothing: left out.
-    fewer = script["fit_size_table"]([r for r in found if r["size"] != "musique"])
+    fewer = fit_size_table([r for r in found if r["size"] != "musique"])
     lines = [line.strip("|").split(" | ") for line in fewer.splitlines()[2:] if "| " in line]
     assert [cells[1] for cells in lines] == ["4", "4", "4", "4", "13", "16", "3", "3", "3"]
     assert lines[-3][0].strip() == "only HotpotQA training, whole contexts"
 
 
-def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases(script):
+def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases():
     """Two feature sets on three cases of one size: agreement counted by hand (one tie at the
     top, half credit), gained / lost against ``mean`` per case, and the cost table's ratio of
     summed seconds."""
@@ -881,13 +900,13 @@ def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases(sc
          "attention_seconds": attention_s, "no_source_seconds": 1.0}
         for example_id, exact_s, attention_s in (("a", 30.0, 2.0), ("b", 50.0, 3.0))
     ]  # fmt: skip
-    table = script["attention_features_table"](records)
+    table = attention_features_table(records)
     rows = [
         [cell.strip() for cell in line.strip("|").split(" | ")]
         for line in table.splitlines()
         if line.startswith("| ") and not line.startswith(("| features", "| examples"))
     ]
-    dev = script["FEATURE_SCORED"]["hotpotqa_dev"]
+    dev = FEATURE_SCORED["hotpotqa_dev"]
     assert rows[0][:4] == ["mean", dev, "7", "3"] and rows[0][4].startswith("0.50 [")
     assert rows[0][6] == "—"
     assert rows[1][:4] == ["weighted + peak", dev, "7", "3"] and rows[1][4].startswith("0.67 [")
@@ -896,7 +915,7 @@ def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases(sc
     assert rows[2][5].startswith("16.0x [") and rows[2][6].startswith("11.4x [")  # 80/5, 80/7
 
 
-def test_frontier_misses_weigh_each_miss_by_exacts_score_of_the_picked_source(script, workspace):
+def test_frontier_misses_weigh_each_miss_by_exacts_score_of_the_picked_source(workspace):
     """Three examples whose method picks the source exact ARC-JSD scores at 1.0 (a tie with
     exact's top: no miss), 0.96 (a near tie) and 0.5 (a far miss) of its top score."""
     found = records(workspace, "frontier_smollm2")
@@ -906,6 +925,6 @@ def test_frontier_misses_weigh_each_miss_by_exacts_score_of_the_picked_source(sc
     for record in found:
         if (record["size"], record["method"]) == ("hotpotqa", "attention_fitted"):
             record["scores"] = [0.0, 1.0, 0.5]
-    table = script["frontier_misses_table"](found)
+    table = frontier_misses_table(found)
     rows = [line for line in table.splitlines() if line.startswith("| hotpotqa |")]
     assert rows == ["| hotpotqa | attention_fitted | 3 | 2 | 1 | 1 | 0.73 |"]

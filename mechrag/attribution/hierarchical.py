@@ -59,7 +59,8 @@ def expanded_documents(
     (ties by order), with ``within`` also every document scoring at least ``within`` times the
     top one, and every one-sentence document (its level-one score is its sentence's exact
     score). Shared by :class:`HierarchicalARCJSD` and ``make results``' replay of expansion
-    rules on recorded document scores (``experiments/make_results.py``: ``replayed_rule``)."""
+    rules on recorded document scores (``experiments/result_tables/hierarchical.py``:
+    ``replayed_rule``)."""
     scores = np.asarray(document_scores, dtype=np.float64)
     expanded = np.zeros(len(scores), dtype=bool)
     expanded[np.argsort(-scores, kind="stable")[:documents]] = True
