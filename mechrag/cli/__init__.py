@@ -54,11 +54,34 @@ def main(argv: list[str] | None = None) -> int:
     own errors exit 2 too); any other exception propagates with its traceback."""
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _chosen_command(argv)
+    prefix = f"mechrag {command}" if command else "mechrag"
+    args = None
     try:
         args = build_parser(command).parse_args(argv)
         args.run(args)
     except (InputError, MissingDependencyError) as error:
-        prefix = f"mechrag {command}" if command else "mechrag"
         print(f"{prefix}: error: {error}", file=sys.stderr)
         return 2
+    except RuntimeError as error:
+        if not is_out_of_memory(error):
+            raise
+        print(f"{prefix}: error: {out_of_memory_advice(error, args)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """A CUDA (or other accelerator) out-of-memory error, told apart without importing torch."""
+    return type(error).__name__ == "OutOfMemoryError" or "out of memory" in str(error).lower()
+
+
+def out_of_memory_advice(error: BaseException, args) -> str:
+    """One line: what ran out, and which budget to lower (the command wrote nothing: every
+    command writes its outputs only after its analysis)."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    budget = getattr(args, "max_batch_tokens", None)
+    now = f" (now {budget})" if budget else " (default: half the free GPU memory)"
+    return (
+        f"out of memory: {first[:160]}; lower --max-batch-tokens{now}, or pass --dtype bfloat16 "
+        "or --device-map auto for a model that barely fits; nothing was written"
+    )

@@ -16,6 +16,8 @@ from mechrag.cli.common import (
     add_output_arguments,
     add_question_arguments,
     check_html,
+    engine_from,
+    load_model_from,
     positive_int,
     print_ranking,
     print_written,
@@ -53,7 +55,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from mechrag.attribution.methods import resolve_method
     from mechrag.case import Case
-    from mechrag.models.loading import load_model
 
     check_html(args)
     method = resolve_method(args.method).with_settings(
@@ -65,9 +66,16 @@ def run(args: argparse.Namespace) -> None:
     )
     method.check_inputs()
     sources = read_sources(args, args.unit)
-    model = load_model(args.model)
+    model = load_model_from(args)
     start = time.perf_counter()
-    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    case = Case(
+        model,
+        args.query,
+        sources,
+        args.response,
+        max_new_tokens=args.max_new_tokens,
+        engine=engine_from(args, model),
+    )
     attribution = case.attribute(method)
     print_ranking(attribution, args.top_k)
     print(f"\n{time.perf_counter() - start:.1f} s")

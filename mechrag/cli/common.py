@@ -12,17 +12,53 @@ from mechrag.errors import InputError, positive_int, read_input_text
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The model and the length of a generated response (:data:`mechrag.defaults.MAX_NEW_TOKENS`,
-    the one default every entry point reads)."""
-    from mechrag.defaults import MAX_NEW_TOKENS
+    """The model, where and in which dtype it runs, the engine's token budget, and the length of
+    a generated response (:data:`mechrag.defaults.MAX_NEW_TOKENS`, the one default every entry
+    point reads). Unset, each takes the library's own default."""
+    from mechrag.defaults import DTYPES, MAX_NEW_TOKENS
 
     parser.add_argument("--model", default=None, help="HF id, local folder or .gguf")
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:1, ... (default: CUDA when available)"
+    )
+    parser.add_argument(
+        "--device-map",
+        default=None,
+        help="spread the model over several GPUs: auto (Hugging Face's device_map; gpu extra)",
+    )
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default=None, help="default: float32 on CPU, bfloat16 on GPU"
+    )
+    parser.add_argument(
+        "--max-batch-tokens",
+        type=positive_int,
+        default=None,
+        help="the engine's tokens per forward pass (default: half the GPU's free memory; 2048 "
+        "on CPU); lower it after a CUDA out-of-memory error",
+    )
     parser.add_argument(
         "--max-new-tokens",
         type=positive_int,
         default=MAX_NEW_TOKENS,
         help="generated response length (default: %(default)s)",
     )
+
+
+def load_model_from(args: argparse.Namespace):
+    """The model of ``--model`` (also ``toy:FAMILY``, a tiny random model), on ``--device`` (or
+    over ``--device-map``) in ``--dtype``; unset, the loader's defaults hold."""
+    from mechrag.sweep.backends import load_sweep_model
+
+    return load_sweep_model(
+        args.model, device=args.device, dtype=args.dtype, device_map=args.device_map
+    )
+
+
+def engine_from(args: argparse.Namespace, model):
+    """The engine every case of a command shares, with ``--max-batch-tokens``."""
+    from mechrag.engine import Engine
+
+    return Engine(model, max_batch_tokens=args.max_batch_tokens)
 
 
 def add_question_arguments(parser: argparse.ArgumentParser, context_file: bool = True) -> None:

@@ -8,6 +8,8 @@ import time
 from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
+    engine_from,
+    load_model_from,
     print_ranking,
     print_written,
     write_html,
@@ -26,16 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
     from mechrag.data.loaders import load_hotpotqa
-    from mechrag.models.loading import load_model
 
     example = next(e for e in load_hotpotqa(distractors=2) if e.id == DEMO_EXAMPLE_ID)
     print(
         f"HotpotQA example {example.id}: gold paragraphs + 2 distractors, "
         f"{len(example.sources)} sentences; reference answer: {example.answer!r}\n"
     )
-    model = load_model(args.model)
+    model = load_model_from(args)
     start = time.perf_counter()
-    case = Case.from_example(model, example, max_new_tokens=args.max_new_tokens)
+    case = Case.from_example(
+        model, example, max_new_tokens=args.max_new_tokens, engine=engine_from(args, model)
+    )
     attribution = case.arc_jsd()
     print_ranking(attribution, args.top_k, example.gold_ids)
     top_is_gold = attribution.top(1)[0][0].id in example.gold_ids

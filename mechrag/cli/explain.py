@@ -20,6 +20,8 @@ from mechrag.cli.common import (
     add_question_arguments,
     check_html,
     check_question,
+    engine_from,
+    load_model_from,
     positive_int,
     print_written,
     write_html,
@@ -63,7 +65,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from mechrag.models.loading import load_model
     from mechrag.retrieval.conditions import PromptConditions
     from mechrag.retrieval.corpus import Corpus, build_corpus
     from mechrag.retrieval.rag_e import documents_retrieved, explain
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
     if k > len(corpus):
         raise InputError(f"--k {k} exceeds the corpus size {len(corpus)}")
     retriever = Retriever.build(corpus)
-    model = load_model(args.model)
+    model = load_model_from(args)
     result = explain(
         args.query,
         retriever,
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> None:
         budget=args.budget,
         baseline=args.baseline,
         n_steps=args.n_steps,
+        engine=engine_from(args, model),
     )
     print(f"query:    {result.query}\nresponse: {result.response!r}\n")
     print(result.to_frame().drop(columns=["ig_completeness"]).to_string(index=False))

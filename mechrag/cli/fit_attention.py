@@ -16,7 +16,12 @@ import argparse
 import shlex
 from pathlib import Path
 
-from mechrag.cli.common import add_model_arguments, print_written
+from mechrag.cli.common import (
+    add_model_arguments,
+    engine_from,
+    load_model_from,
+    print_written,
+)
 from mechrag.errors import InputError
 
 HELP = "fit the attention method's head weights against exact ARC-JSD"
@@ -95,7 +100,6 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.attribution.attention_fit import training_record, weights_from_records
     from mechrag.case import Case
     from mechrag.results.files import append_jsonl, run_records
-    from mechrag.sweep.backends import load_sweep_model
 
     check_arguments(args)
     examples = training_examples(args)
@@ -103,7 +107,8 @@ def run(args: argparse.Namespace) -> None:
     records_folder = Path(args.records) if args.records else out.with_name(f"{out.stem}_cases")
     if records_folder.exists() and not records_folder.is_dir():
         raise InputError(f"--records must be a folder, not the file {records_folder}")
-    model = load_sweep_model(args.model)
+    model = load_model_from(args)
+    engine = engine_from(args, model)
     # A record is reused only for the same model and settings.
     settings = {
         "model": model_key(model),
@@ -117,7 +122,9 @@ def run(args: argparse.Namespace) -> None:
         key = f"{example.dataset}:{example.id}"
         if key in done:
             continue
-        case = Case.from_example(model, example, max_new_tokens=args.max_new_tokens)
+        case = Case.from_example(
+            model, example, max_new_tokens=args.max_new_tokens, engine=engine
+        )
         records_folder.mkdir(parents=True, exist_ok=True)
         record = {
             "key": key,

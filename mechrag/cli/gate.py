@@ -16,6 +16,8 @@ from mechrag.cli.common import (
     add_protocol_argument,
     add_question_arguments,
     check_html,
+    engine_from,
+    load_model_from,
     print_written,
     read_sources,
     write_html,
@@ -65,13 +67,19 @@ def run(args: argparse.Namespace) -> None:
     from mechrag.case import Case
     from mechrag.mechanism.gating.comparison import compare_gating
     from mechrag.mechanism.gating.rules import GatingRule
-    from mechrag.models.loading import load_model
 
     check_html(args)
     sources = read_sources(args)
     rule = GatingRule.for_protocol(args.protocol, args.rule, k=args.top_k, factor=args.factor)
-    model = load_model(args.model)
-    case = Case(model, args.query, sources, args.response, max_new_tokens=args.max_new_tokens)
+    model = load_model_from(args)
+    case = Case(
+        model,
+        args.query,
+        sources,
+        args.response,
+        max_new_tokens=args.max_new_tokens,
+        engine=engine_from(args, model),
+    )
     result = compare_gating(
         case, rule, mode=args.mode, threshold=args.threshold, max_new_tokens=args.max_new_tokens
     )

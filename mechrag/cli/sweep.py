@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from mechrag.defaults import MAX_NEW_TOKENS
+from mechrag.defaults import DTYPES, MAX_NEW_TOKENS
 from mechrag.errors import InputError, positive_int, read_input_text
 from mechrag.sweep.arguments import (
     add_backend_arguments,
@@ -43,6 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default=None, help="arc_jsd, exact, ..., localize")
     add_data_arguments(parser)
     parser.add_argument("--model", default=None, help="HF id, folder, .gguf or toy:FAMILY")
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default=None, help="default: float32 on CPU, bfloat16 on GPU"
+    )
     parser.add_argument(
         "--max-new-tokens",
         type=positive_int,
@@ -77,6 +80,7 @@ def config_from(args: argparse.Namespace):
         "n": args.n,
         "path": args.path,
         "model": args.model,
+        "dtype": args.dtype,
     }
     values = {**file, **{k: v for k, v in flags.items() if v is not None}}
     values["data"] = {**file.get("data", {}), **data_options(args)}

@@ -82,6 +82,29 @@ def vocab_size(model) -> int:
     return int(model.cfg.d_vocab)
 
 
+def bytes_per_token(model) -> int:
+    """Bytes one token holds through a cached forward pass: its keys and values in every layer,
+    plus one layer's transient activations (residual, attention and MLP widths), in the model's
+    dtype. What :func:`mechrag.engine.tokens_that_fit` divides free memory by."""
+    config = hf_model(model).config
+    config = getattr(config, "text_config", None) or config
+    d_model = int(config.hidden_size)
+    heads = int(config.num_attention_heads)
+    head_dim = int(getattr(config, "head_dim", None) or d_model // heads)
+    kv_heads = int(getattr(config, "num_key_value_heads", None) or heads)
+    d_mlp = int(getattr(config, "intermediate_size", None) or 4 * d_model)
+    width = 2 * n_layers(model) * kv_heads * head_dim + 4 * d_model + 2 * d_mlp
+    return width * next(hf_model(model).parameters()).element_size()
+
+
+def free_memory(model) -> int | None:
+    """Free bytes on the model's accelerator (``None`` on the CPU)."""
+    where = device(model)
+    if where.type != "cuda":
+        return None
+    return int(torch.cuda.mem_get_info(where)[0])
+
+
 def context_length(model) -> int | None:
     return getattr(model.cfg, "n_ctx", None)
 

@@ -202,7 +202,11 @@ def _hub_offline() -> bool:
 
 
 def load_model(
-    name: str | None = None, device: str | None = None, dtype: torch.dtype | None = None
+    name: str | None = None,
+    device: str | None = None,
+    dtype: torch.dtype | None = None,
+    *,
+    device_map: str | dict | None = None,
 ):
     """Load a causal LM wrapped in a TransformerLens ``TransformerBridge`` (``.tokenizer`` set).
 
@@ -211,6 +215,9 @@ def load_model(
     directory, or a Hugging Face model id (read from the local Hugging Face cache when the hub
     cannot be reached or ``HF_HUB_OFFLINE=1``). ``device`` defaults to CUDA when available;
     ``dtype`` to float32 on CPU and bfloat16 on GPU (converted caches are float32 and cast here).
+    ``device_map`` spreads a model that does not fit one GPU over several (``"auto"``, or a
+    module -> device map, as Hugging Face's ``from_pretrained`` takes it; needs ``accelerate``,
+    the ``gpu`` extra); ``device`` then only chooses the default dtype.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -232,10 +239,14 @@ def load_model(
     if name in EMBEDDED_MODELS:
         config.architectures = [EMBEDDED_MODELS[name].architecture]
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=local_only)
+    if device_map is not None:
+        require_extra("gpu", "load_model(device_map=...)")
     hf_model = AutoModelForCausalLM.from_pretrained(
-        path, dtype=dtype, config=config, local_files_only=local_only
+        path, dtype=dtype, config=config, local_files_only=local_only, device_map=device_map
     )
-    bridge = wrap_hf_model(hf_model.to(device), tokenizer, name=path, dtype=dtype)
+    if device_map is None:
+        hf_model = hf_model.to(device)
+    bridge = wrap_hf_model(hf_model, tokenizer, name=path, dtype=dtype)
     bridge.mechrag_name = name or DEFAULT_MODEL_NAME
     return bridge
 

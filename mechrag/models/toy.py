@@ -2,7 +2,9 @@
 
 Used by the unit tests, benchmarks and docs to exercise every code path without downloading or
 de-quantising anything. Two families: Llama-style (RMSNorm, RoPE, GQA, gated MLP, no biases)
-and GPT-2-style (LayerNorm, learned positions, biases).
+and GPT-2-style (LayerNorm, learned positions, biases). :func:`shaped_model` builds random
+weights in real models' shapes (the embedded SmolLM2, Qwen2 1.5B and 7B) for device and speed
+checks.
 """
 
 from __future__ import annotations
@@ -100,12 +102,72 @@ def tiny_model(
     seed: int = 0,
     prefix_space: bool = False,
     dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
 ):
-    """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones."""
+    """A tiny random model of ``family`` wrapped like ``load_model`` wraps real ones (its
+    weights drawn on the CPU, so the same on every ``device``)."""
     from mechrag.models.loading import wrap_hf_model
 
     tokenizer = byte_tokenizer(chat=chat, prefix_space=prefix_space)
-    hf_model = tiny_hf_model(family, len(tokenizer), seed).to(dtype)
+    hf_model = tiny_hf_model(family, len(tokenizer), seed).to(dtype=dtype, device=device)
     bridge = wrap_hf_model(hf_model, tokenizer, name=f"tiny-{family}", dtype=dtype)
     bridge.mechrag_name = f"tiny-{family}"
+    return bridge
+
+
+# Real models' shapes (their configs' sizes), for random-weight models built without a download:
+# device and speed checks at the embedded models' and at 1.5B / 7B sizes.
+SHAPES = {
+    "smollm2-135m": dict(
+        family="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True,
+    ),
+    "qwen2-1.5b": dict(
+        family="qwen2", hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+        num_attention_heads=12, num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True,
+    ),
+    "qwen2-7b": dict(
+        family="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+        num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
+}  # fmt: skip
+
+
+def shaped_model(
+    shape: str,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    seed: int = 0,
+    n_layers: int | None = None,
+    same_weights: bool = True,
+):
+    """A random-weight model of a real model's ``shape`` (:data:`SHAPES`) on ``device`` in
+    ``dtype``, with the byte tokenizer, wrapped like ``load_model`` wraps real ones.
+    ``same_weights``: drawn on the CPU, so one ``seed`` gives the same weights on every device
+    (``False`` draws them on ``device``: much faster for a 7B shape, when only speed matters).
+    ``n_layers`` keeps only the first layers (each layer's shape unchanged), for quick checks."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    from mechrag.models.loading import wrap_hf_model
+
+    if shape not in SHAPES:
+        raise InputError(f"unknown shape {shape!r}: choose from {tuple(SHAPES)}")
+    sizes = dict(SHAPES[shape])
+    family = sizes.pop("family")
+    if n_layers is not None:
+        sizes["num_hidden_layers"] = n_layers
+    config_class, model_class = {
+        "llama": (LlamaConfig, LlamaForCausalLM),
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    }[family]
+    config = config_class(**sizes, max_position_embeddings=8192)
+    config.architectures = [model_class.__name__]
+    torch.manual_seed(seed)
+    with torch.device("cpu" if same_weights else device):
+        hf_model = model_class(config)
+    hf_model = hf_model.to(dtype=dtype, device=device).eval()
+    bridge = wrap_hf_model(hf_model, byte_tokenizer(), name=f"random-{shape}", dtype=dtype)
+    bridge.mechrag_name = f"random-{shape}"
     return bridge

@@ -36,6 +36,7 @@ import pandas as pd
 
 from mechrag.case import Case
 from mechrag.defaults import MAX_NEW_TOKENS
+from mechrag.engine import Engine
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import pearson, spearman
 from mechrag.metrics.alignment import (
@@ -302,6 +303,7 @@ def explain(
     explain_documents: bool = True,
     generator_aipc: bool = False,
     tau: float = WARG_TAU,
+    engine: Engine | None = None,
 ) -> PipelineExplanation:
     """Retrieve, generate and explain both sides of one query (see the module docstring).
 
@@ -313,7 +315,7 @@ def explain(
     the alignment; ``seed`` also seeds PMC-SHAP;
     ``budget`` bounds the subsets PMC-SHAP scores; ``baseline`` and ``n_steps`` configure IG;
     ``generator_aipc`` also measures the generator attribution's AIPC over document removals
-    (``2n`` subsets).
+    (``2n`` subsets). ``engine``: the generator's engine (default: ``Engine(model)``).
     """
     k = documents_retrieved(protocol, k)
     retriever_scores = retriever_scores or get_protocol(protocol).setting("retriever_scores")
@@ -333,6 +335,7 @@ def explain(
         response,
         max_new_tokens=max_new_tokens,
         system_prompt=chosen.instruction,
+        engine=engine,
     )
     generator = generator_attribution(case, budget, seed)
     ig = RetrieverIntegratedGradients.from_retriever(retriever, baseline=baseline, n_steps=n_steps)

@@ -12,7 +12,7 @@ from mechrag.errors import InputError, positive_int
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend
 
 DATA_FLAGS = {"distractors": "distractors", "unit": "unit", "data_seed": "seed", "split": "split"}
-BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads")
+BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads", "device", "device_map")
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) -> None:
@@ -46,6 +46,8 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=positive_int, default=None, help="Ray actors (default 1)")
     parser.add_argument("--gpus-per-worker", type=float, default=None)
     parser.add_argument("--threads", type=positive_int, help="torch threads per worker")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if any)")
+    parser.add_argument("--device-map", default=None, help="auto: one model over several GPUs")
     parser.add_argument("--force", action="store_true", help="replace a different config")
     parser.add_argument("--retry-errors", action="store_true", help="run failed examples again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -15,15 +15,28 @@ from mechrag.sweep.records import execute
 TOY_PREFIX = "toy:"
 
 
-def load_sweep_model(name: str | None):
-    """``mechrag.load_model(name)``; ``"toy:FAMILY"`` builds a tiny random model instead."""
+def load_sweep_model(
+    name: str | None,
+    *,
+    device: str | None = None,
+    dtype: str | None = None,
+    device_map: str | dict | None = None,
+):
+    """``mechrag.load_model(name, device, dtype, device_map=...)`` (``dtype`` by name, one of
+    :data:`mechrag.defaults.DTYPES`), passing on only the options given; ``"toy:FAMILY"`` builds
+    a tiny random model instead (on ``device``, in ``dtype``; ``device_map`` does not apply)."""
+    import torch
+
+    given = {"device": device, "dtype": dtype and getattr(torch, dtype), "device_map": device_map}
+    given = {key: value for key, value in given.items() if value is not None}
     if name is not None and name.startswith(TOY_PREFIX):
         from mechrag.models.toy import tiny_model
 
-        return tiny_model(name.removeprefix(TOY_PREFIX))
+        family = name.removeprefix(TOY_PREFIX)
+        return tiny_model(family, dtype=given.get("dtype", torch.float32), device=device or "cpu")
     from mechrag.models.loading import load_model
 
-    return load_model(name)
+    return load_model(name, **given)
 
 
 def run_local(
@@ -39,7 +52,11 @@ def run_local(
         import torch
 
         torch.set_num_threads(backend.threads)
-    model = load_sweep_model(config.model) if method.needs_model else None
+    model = None
+    if method.needs_model:
+        model = load_sweep_model(
+            config.model, device=backend.device, dtype=config.dtype, device_map=backend.device_map
+        )
     ready()
     for index, example in todo:
         write(execute(method, model, example, index, config.options, config.hash))

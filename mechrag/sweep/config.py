@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from mechrag.data.loaders import DATASETS
+from mechrag.defaults import DTYPES
 from mechrag.errors import InputError
 
 
@@ -34,10 +35,13 @@ class SweepConfig:
     data: dict = field(default_factory=dict)
     model: str | None = None
     options: dict = field(default_factory=dict)
+    dtype: str | None = None  # the model's (default: the loader's); it changes the records
 
     def __post_init__(self) -> None:
         from mechrag.sweep.methods import get_method
 
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise InputError(f"unknown dtype {self.dtype!r}: choose from {DTYPES}")
         if self.dataset not in DATASETS:
             raise InputError(f"unknown dataset {self.dataset!r}: choose from {DATASETS}")
         if self.n is not None and self.n < 1:
@@ -46,7 +50,7 @@ class SweepConfig:
 
     def identity(self) -> dict:
         """The fields that determine every record's content (hashed)."""
-        return {k: v for k, v in asdict(self).items() if k != "n"}
+        return {k: v for k, v in self.to_dict().items() if k != "n"}
 
     @property
     def hash(self) -> str:
@@ -54,7 +58,12 @@ class SweepConfig:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields; ``dtype`` only when set, so a sweep made before it existed keeps its
+        hash and its ``config.json``."""
+        fields_ = asdict(self)
+        if fields_["dtype"] is None:
+            del fields_["dtype"]
+        return fields_
 
     @classmethod
     def from_dict(cls, data: dict) -> SweepConfig:
@@ -73,7 +82,9 @@ class Backend:
     """Where examples run: ``local`` (this process) or ``ray`` (one actor per worker).
 
     ``address``: Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a local one
-    with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1).
+    with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1). ``device`` and
+    ``device_map``: where each worker loads the model (see :func:`mechrag.load_model`); they
+    change no record, so they are not hashed.
     """
 
     name: str = "local"
@@ -82,6 +93,8 @@ class Backend:
     gpus_per_worker: float = 0.0
     threads: int | None = None
     max_attempts: int = 3
+    device: str | None = None
+    device_map: str | None = None
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:

@@ -24,12 +24,21 @@ from mechrag.sweep.records import execute
 class SweepWorker:
     """Holds the method and the loaded model; runs one example per call."""
 
-    def __init__(self, method: SweepMethod, model_name: str | None, threads: int) -> None:
+    def __init__(
+        self, method: SweepMethod, config: SweepConfig, backend: Backend, threads: int
+    ) -> None:
         import torch
 
         torch.set_num_threads(threads)
         self.method = method
-        self.model = load_sweep_model(model_name) if method.needs_model else None
+        self.model = None
+        if method.needs_model:
+            self.model = load_sweep_model(
+                config.model,
+                device=backend.device,
+                dtype=config.dtype,
+                device_map=backend.device_map,
+            )
 
     def ready(self) -> int:
         return os.getpid()
@@ -96,7 +105,7 @@ def run_ray(
         max_task_retries=backend.max_attempts - 1,
     )(SweepWorker)
     actors = [
-        actor_class.remote(method, config.model, backend.threads or 1)
+        actor_class.remote(method, config, backend, backend.threads or 1)
         for _ in range(min(backend.workers, len(todo)))
     ]
     try:
