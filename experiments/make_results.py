@@ -35,6 +35,7 @@ from result_tables import (
     consensus,
     frontier,
     gating,
+    gpu,
     hierarchical,
     paper_setting,
 )
@@ -61,6 +62,7 @@ TABLES: dict[str, Table] = {
     **hierarchical.TABLES,
     **attention_fit.TABLES,
     **paper_setting.TABLES,
+    **gpu.TABLES,
 }
 CLAIMS = "claims"  # the marker of the table that gathers every table's claims
 
