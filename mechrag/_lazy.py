@@ -98,23 +98,28 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
+        """The default module: a placeholder that :meth:`exec_module` replaces."""
+        return None
+
+    def exec_module(self, module) -> None:
+        """Put the module that replaced the old path (or a stand-in for a split one) in
+        ``sys.modules`` under the old name; the import system then returns it, and the new
+        module keeps its own ``__spec__``."""
         import warnings
 
-        if spec.name in self.moves:
-            new = self.moves[spec.name]
+        name = module.__name__
+        if name in self.moves:
+            new = self.moves[name]
             warnings.warn(
-                f"{spec.name} moved to {new}; the old path goes in 0.4",
+                f"{name} moved to {new}; the old path goes in 0.4",
                 DeprecationWarning,
                 stacklevel=2,
             )
-            return importlib.import_module(new)
-        names = self.splits[spec.name]
-        stand_in = types.ModuleType(spec.name, f"Moved to {', '.join(sorted(set(names.values())))}")
-        stand_in.__getattr__ = moved(spec.name, names)
-        return stand_in
-
-    def exec_module(self, module) -> None:
-        """Nothing to run: ``create_module`` returned the module that replaced the old one."""
+            sys.modules[name] = importlib.import_module(new)
+            return
+        names = self.splits[name]
+        module.__doc__ = f"Moved to {', '.join(sorted(set(names.values())))}"
+        module.__getattr__ = moved(name, names)
 
 
 def alias_moved_modules(moves: dict[str, str], splits: dict[str, dict[str, str]]) -> None:

@@ -75,7 +75,9 @@ class SubsetScores:
 CPU_BATCH_TOKENS = 2048  # big batches buy nothing on CPU cores (and lose cache locality)
 ACCELERATOR_BATCH_TOKENS = 32768  # where the accelerator's free memory cannot be read
 MEMORY_FRACTION = 0.5  # of the accelerator's free memory that a batch may fill
-MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 2048, 1 << 20
+# 2x the fixed GPU default before 0.3, until gpu_check measures many-row batches at 7B: the
+# estimate leaves out eager attention's [heads, query, key] scores, which grow with the context.
+MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 2048, 65536
 
 
 def tokens_that_fit(free_bytes: int, token_bytes: int, fraction: float = MEMORY_FRACTION) -> int:

@@ -76,12 +76,13 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 
 def out_of_memory_advice(error: BaseException, args) -> str:
-    """One line: what ran out, and which budget to lower (the command wrote nothing: every
-    command writes its outputs only after its analysis)."""
+    """One line: what ran out, and what to lower, by the options the command has."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    budget = getattr(args, "max_batch_tokens", None)
-    now = f" (now {budget})" if budget else " (default: half the free GPU memory)"
-    return (
-        f"out of memory: {first[:160]}; lower --max-batch-tokens{now}, or pass --dtype bfloat16 "
-        "or --device-map auto for a model that barely fits; nothing was written"
-    )
+    advice = []
+    if hasattr(args, "max_batch_tokens"):
+        budget = args.max_batch_tokens
+        now = f"now {budget}" if budget else "by default half the free GPU memory"
+        advice.append(f"lower --max-batch-tokens ({now})")
+    if hasattr(args, "dtype"):
+        advice.append("pass --dtype bfloat16 or --device-map auto for a model that barely fits")
+    return f"out of memory: {first[:160]}; " + ("; ".join(advice) or "use a smaller model")

@@ -98,11 +98,13 @@ def bytes_per_token(model) -> int:
 
 
 def free_memory(model) -> int | None:
-    """Free bytes on the model's accelerator (``None`` on the CPU)."""
+    """Free bytes on the model's CUDA device, counting memory PyTorch reserved but does not use
+    (``None`` elsewhere)."""
     where = device(model)
     if where.type != "cuda":
         return None
-    return int(torch.cuda.mem_get_info(where)[0])
+    idle = torch.cuda.memory_reserved(where) - torch.cuda.memory_allocated(where)
+    return int(torch.cuda.mem_get_info(where)[0] + idle)
 
 
 def context_length(model) -> int | None:
@@ -285,7 +287,8 @@ def active_hooks(model) -> tuple[int, ...]:
 
 @contextmanager
 def capturing(model, sites: dict[str, list[str]], n_positions: int) -> Iterator[dict]:
-    """Record the last ``n_positions`` positions of each hook in ``sites`` (float32 copies).
+    """Record the last ``n_positions`` positions of each hook in ``sites`` (float32 copies, on
+    the model's first device: a model spread over several GPUs keeps each layer where it runs).
 
     ``sites`` maps a key to the hook names of every layer; the yielded dict maps each key to a
     list (one entry per layer) filled by every forward pass inside the block, row-batched
@@ -293,13 +296,14 @@ def capturing(model, sites: dict[str, list[str]], n_positions: int) -> Iterator[
     of attention patterns).
     """
     store: dict[str, list[list[Tensor]]] = {key: [[] for _ in sites[key]] for key in sites}
+    home = device(model)
 
     def keeper(key: str, layer: int):
         axis = POSITION_AXIS.get(key, 1)
 
         def hook(activation: Tensor, hook) -> None:
             kept = activation.narrow(axis, activation.shape[axis] - n_positions, n_positions)
-            store[key][layer].append(kept.detach().float().clone())
+            store[key][layer].append(kept.detach().to(home, torch.float32).clone())
 
         return hook
 
@@ -347,7 +351,8 @@ def unembed(model, x: Float[Tensor, "*batch d_model"]) -> Float[Tensor, "*batch 
     """Float32 logits of normed residual vectors: unembedding, then the soft-cap if any."""
     head = hf_model(model).get_output_embeddings()
     head = getattr(head, "original_component", head)
-    logits = _float32(model, "unembed", head)(x.float())
+    float_head = _float32(model, "unembed", head)
+    logits = float_head(x.to(float_head.weight.device, torch.float32))
     cap = logit_soft_cap(model)
     return cap * torch.tanh(logits / cap) if cap is not None else logits
 
@@ -385,8 +390,9 @@ def _rms_gain(norm: torch.nn.Module, x: Float[Tensor, "*batch d_model"]) -> Tens
     both the ``w`` and the ``1 + w`` conventions.
     """
     eps = float(getattr(norm, "eps", getattr(norm, "variance_epsilon", 0.0)))
-    ones = torch.ones(x.shape[-1], device=x.device)
-    gain = norm(ones).detach() * (1.0 + eps) ** 0.5
+    weight = next(norm.parameters(), None)
+    ones = torch.ones(x.shape[-1], device=x.device if weight is None else weight.device)
+    gain = norm(ones).detach().to(x.device) * (1.0 + eps) ** 0.5
     return gain * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 

@@ -84,7 +84,8 @@ class Backend:
     ``address``: Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a local one
     with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1). ``device`` and
     ``device_map``: where each worker loads the model (see :func:`mechrag.load_model`); they
-    change no record, so they are not hashed.
+    are not hashed. The device also picks the default dtype (float32 on the CPU, bfloat16 on a
+    GPU): give the sweep's ``dtype`` so that its records do not depend on where it resumes.
     """
 
     name: str = "local"
