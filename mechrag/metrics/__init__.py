@@ -1,4 +1,5 @@
-"""Evaluation metrics: agreement, accuracy, retriever-generator alignment, answers, detection."""
+"""Evaluation metrics: agreement, accuracy, faithfulness (LDS, top-k removal), retriever-generator
+alignment, answers, detection."""
 
 from mechrag._lazy import lazy_exports
 
@@ -15,6 +16,10 @@ _MODULES = {
     "mechrag.metrics.answers": (
         "AnswerJudgement", "exact_match", "is_abstention", "judge_answer", "normalize_answer",
         "response_correct", "token_f1",
+    ),
+    "mechrag.metrics.faithfulness": (
+        "LDS", "faithfulness", "held_out_masks", "lds", "response_logit_prob", "token_logit_probs",
+        "topk_keep", "topk_removal",
     ),
     "mechrag.metrics.detection": (
         "Interval", "RocCurve", "auroc", "bootstrap_ci", "mcnemar_exact", "roc_curve",

@@ -106,9 +106,16 @@ def configured_method(options: dict, method: str):
 
 
 def run_attribute(model, example, options: dict, method: str) -> dict:
-    """One example's record of the configured attribution ``method``."""
-    configured = configured_method(options, method)
-    return attribution_record(configured(case_for(model, example, options)), example)
+    """One example's record of the configured attribution ``method``; with the option
+    ``evaluate``, also its faithfulness (:func:`mechrag.metrics.faithfulness.faithfulness`)."""
+    case = case_for(model, example, options)
+    attribution = configured_method(options, method)(case)
+    record = attribution_record(attribution, example)
+    if options.get("evaluate"):
+        from mechrag.metrics.faithfulness import faithfulness
+
+        record["faithfulness"] = faithfulness(case, attribution)
+    return record
 
 
 def check_attribute(options: dict, method: str) -> None:
@@ -157,10 +164,11 @@ def run_localize(model, example, options: dict) -> dict:
 
 # ``reuse_scored`` means nothing on the fresh case each example gets.
 for name, method_class in ATTRIBUTION_METHODS.items():
+    fields = (p for p in method_class.parameters() if p != "reuse_scored")
     register_method(
         name,
         partial(run_attribute, method=name),
-        options=(*CASE_OPTIONS, *(p for p in method_class.parameters() if p != "reuse_scored")),
+        options=(*CASE_OPTIONS, "evaluate", *fields),
         description=method_class.description,
         check=partial(check_attribute, method=name),
     )

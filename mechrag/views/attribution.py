@@ -84,6 +84,7 @@ def attribution_view(result, *, source: str | None = None, k: int | None = TOP_S
             "response tokens": len(result.response_ids),
         }
     )
+    summary += faithfulness_facts(metadata.get("faithfulness"))
     shown = "all" if k is None or k >= len(ids) else f"top {k}"
     columns = (
         '<div class="columns">'
@@ -99,6 +100,17 @@ def attribution_view(result, *, source: str | None = None, k: int | None = TOP_S
         + response_block(result, chosen),
         "attribution",
     )
+
+
+def faithfulness_facts(found: dict | None) -> str:
+    """LDS and the top-k changes of the response's log-probability, when the attribution was
+    evaluated (:func:`mechrag.metrics.faithfulness.faithfulness`)."""
+    if not found:
+        return ""
+    entries = {f"LDS ({found['lds_masks']} masks)": found["lds"]}
+    entries |= {f"Δ log p, top {k} removed": v for k, v in found["topk_removal"].items()}
+    entries |= {f"Δ log p, top {k} alone": v for k, v in found["topk_keep"].items()}
+    return facts(entries)
 
 
 def response_block(result, chosen: str | None) -> str:
