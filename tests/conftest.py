@@ -40,3 +40,11 @@ def gemma():
     from mechrag import load_model
 
     return load_model("gemma3-270m", device="cpu")
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def tiny(request):
+    """A fresh tiny model of each family, per test module (the fast attribution methods' tests)."""
+    from mechrag.models.toy import tiny_model
+
+    return tiny_model(request.param)

@@ -1,0 +1,165 @@
+"""``experiments/frontier.py``'s choice of examples and of accepted answers (no model pass)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from types import SimpleNamespace
+
+from helpers import REPO
+
+SCRIPT = REPO / "experiments" / "frontier.py"
+
+
+def test_examples_the_weights_were_fitted_on_are_skipped_for_every_method(monkeypatch, capsys):
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    examples = load_examples("hotpotqa", unit="sentence")[:5]
+    fitted = {f"hotpotqa:{examples[1].id}", f"hotpotqa:{examples[3].id}", "musique:other"}
+    weights = SimpleNamespace(provenance={"data": {"example_keys": sorted(fitted)}})
+    monkeypatch.setattr("mechrag.attribution.attention.shipped_weights", lambda model: weights)
+    kept = script["unseen"](object(), examples)
+    assert [e.id for e in kept] == [examples[i].id for i in (0, 2, 4)]
+    assert "skipped 2 examples" in capsys.readouterr().out
+    monkeypatch.setattr("mechrag.attribution.attention.shipped_weights", lambda model: None)
+    assert script["unseen"](object(), examples) == examples
+
+
+def test_musique_aliases_are_accepted_answers():
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    example = next(e for e in load_examples("musique") if e.metadata["aliases"])
+    accepted = script["answers"](example)
+    assert accepted[0] == example.answer and set(example.metadata["aliases"]) <= set(accepted)
+
+
+def test_squad_articles_are_a_size_with_every_annotators_answer():
+    script = runpy.run_path(str(SCRIPT))
+    examples = script["examples_of_size"]("squad", 3)
+    assert len(examples) == 3
+    assert all(e.dataset == "squad" and e.gold_ids for e in examples)
+    assert all(len({s.paragraph for s in e.sources}) > 20 for e in examples)  # whole articles
+    every = script["examples_of_size"]("squad", 705)
+    many = next(e for e in every if len(e.metadata["answers"]) > 1)
+    assert set(many.metadata["answers"]) <= set(script["answers"](many))
+
+
+def test_dev_sizes_are_the_dev_samples_whole_contexts():
+    from mechrag.data import load_examples
+
+    script = runpy.run_path(str(SCRIPT))
+    for dataset, paragraphs in (("hotpotqa", 10), ("musique", 20)):
+        dev = script["examples_of_size"](f"{dataset}_dev", 3)
+        assert [e.id for e in dev] == [e.id for e in load_examples(dataset, n=3, split="dev")]
+        assert all(len({s.paragraph for s in e.sources}) == paragraphs for e in dev)
+        train = script["examples_of_size"](dataset, 3)
+        assert not {e.id for e in train} & {e.id for e in dev}
+
+
+def test_records_hold_the_response_text_and_its_overlap_with_each_source(
+    tiny_llama, monkeypatch, tmp_path
+):
+    """A run on a tiny model writes, beside the response's ids, its decoded text and how many
+    of its content words (less the query's) each source shares, the same for every method of
+    an example. The response restates the query and repeats one source (a recorded response of
+    another method, which the run reuses): that source alone shares the most, and the sources
+    that share only the query's words get nothing for them."""
+    from mechrag.attribution.overlap import content_words
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    args = SimpleNamespace(
+        model="smollm2-135m", sizes=["10"], methods=["exact", "query_overlap"], examples=1,
+        max_new_tokens=4, threads=1, reuse_only=False, out=str(tmp_path),
+    )  # fmt: skip
+    (example,) = script["examples_of_size"]("10", 1)
+    asked = content_words(example.query)
+    words = [content_words(source.text) for source in example.sources]
+    assert any(w & asked for w in words)  # leaving the query out matters on this example
+    repeated = max(range(len(words)), key=lambda i: len(words[i] - asked))
+    text = f"{example.query} {example.sources[repeated].text}"
+    response = tiny_llama.tokenizer.encode(text, add_special_tokens=False)
+    earlier = {"size": "10", "id": example.id, "method": "loo", "response_ids": response,
+               "settings": script["run_settings"](args)}  # fmt: skip
+    (tmp_path / "records.jsonl").write_text(json.dumps(earlier) + "\n")
+    script["run"](args)
+    lines = (tmp_path / "records.jsonl").read_text().splitlines()[1:]
+    found = [json.loads(line) for line in lines]
+    assert [r["method"] for r in found] == ["exact", "query_overlap"]
+    expected = [len((words[repeated] - asked) & w) for w in words]
+    assert sorted(expected)[-2] < expected[repeated]  # the repeated source alone is closest
+    for record in found:
+        assert record["response_ids"] == response
+        assert record["response_text"] == tiny_llama.tokenizer.decode(response) == text
+        assert record["source_ids"] == [source.id for source in example.sources]
+        assert record["response_overlap"] == expected
+
+
+def test_attention_after_generation_continues_the_generations_cache(
+    tiny_llama, monkeypatch, tmp_path, capsys
+):
+    """On the case that generated the response (the run's own generation: the response is
+    generated once), attention runs two response-length passes and scores as a fresh case does;
+    a recorded response the model does not generate is skipped in one line, with no record."""
+    from mechrag import Case
+    from mechrag.attribution.attention import AttentionAttribution
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    generations = []
+    from_example = Case.from_example.__func__
+
+    def counted(cls, model, example, **options):
+        generations.extend([example.id] if options.get("response") is None else [])
+        return from_example(cls, model, example, **options)
+
+    monkeypatch.setattr(Case, "from_example", classmethod(counted))
+    uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
+    monkeypatch.setitem(script["run"].__globals__, "configured", uniform)
+    args = SimpleNamespace(
+        model="smollm2-135m", sizes=["10"], methods=["attention_fitted",
+        "attention_after_generation"], examples=1, max_new_tokens=4, threads=1, reuse_only=False,
+        out=str(tmp_path),
+    )  # fmt: skip
+    script["run"](args)
+    fresh, generated = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
+    assert len(generations) == 1
+    n_response, n_prompt = len(fresh["response_ids"]), fresh["prompt_tokens"]
+    assert generated["method"] == "attention_after_generation"
+    assert generated["response_ids"] == fresh["response_ids"]
+    assert (generated["forward_passes"], generated["tokens_processed"]) == (2, 2 * n_response)
+    assert (fresh["forward_passes"], fresh["tokens_processed"]) == (1, n_prompt + n_response - 1)
+    for mine, theirs in zip(generated["scores"], fresh["scores"]):
+        assert abs(mine - theirs) < 1e-6
+    (tmp_path / "records.jsonl").write_text(
+        json.dumps({**fresh, "response_ids": [65, 66, 67]}) + "\n"
+    )
+    capsys.readouterr()
+    script["run"](args)
+    assert len((tmp_path / "records.jsonl").read_text().splitlines()) == 1
+    assert "the generation differs from the recorded one" in capsys.readouterr().out
+
+
+def test_a_refit_reruns_only_the_methods_that_read_the_weights():
+    """The weighted methods are those configured with shipped weights; an earlier record of any
+    other method stands under new weights, one of a weighted method does not."""
+    from mechrag.attribution.attention import AttentionAttribution
+
+    script = runpy.run_path(str(SCRIPT))
+    weighted = [
+        name
+        for name in script["METHODS"]
+        if isinstance(method := script["configured"](name, "smollm2-135m"), AttentionAttribution)
+        and method.weights != "uniform"
+    ]
+    assert tuple(weighted) == script["WEIGHTED"]
+    settings = {"model": "smollm2-135m", "max_new_tokens": 32, "weights": "new"}
+    earlier = {**settings, "weights": "old"}
+    reusable = script["reusable"]
+    for name in script["METHODS"]:
+        assert reusable({"method": name, "settings": earlier}, settings) == (name not in weighted)
+        assert reusable({"method": name, "settings": settings}, settings)
+        shorter = {**settings, "max_new_tokens": 16}
+        assert not reusable({"method": name, "settings": shorter}, settings)
