@@ -15,8 +15,8 @@ from mechrag.cli.common import (
     add_model_arguments,
     add_output_arguments,
     add_question_arguments,
+    case_from,
     check_html,
-    engine_from,
     load_model_from,
     positive_int,
     print_ranking,
@@ -68,7 +68,6 @@ def print_faithfulness(found: dict) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from mechrag.attribution.methods import resolve_method
-    from mechrag.case import Case
 
     check_html(args)
     method = resolve_method(args.method).with_settings(
@@ -82,14 +81,7 @@ def run(args: argparse.Namespace) -> None:
     sources = read_sources(args, args.unit)
     model = load_model_from(args)
     start = time.perf_counter()
-    case = Case(
-        model,
-        args.query,
-        sources,
-        args.response,
-        max_new_tokens=args.max_new_tokens,
-        engine=engine_from(args, model),
-    )
+    case = case_from(args, model, sources)
     attribution = case.attribute(method)
     print_ranking(attribution, args.top_k)
     if args.evaluate:

@@ -54,6 +54,21 @@ def load_model_from(args: argparse.Namespace):
     )
 
 
+def case_from(args: argparse.Namespace, model, sources):
+    """The case of ``--query`` over ``sources`` with ``--response`` (or one generated with
+    ``--max-new-tokens``), on an engine with ``--max-batch-tokens``."""
+    from mechrag.case import Case
+
+    return Case(
+        model,
+        args.query,
+        sources,
+        args.response,
+        max_new_tokens=args.max_new_tokens,
+        engine=engine_from(args, model),
+    )
+
+
 def engine_from(args: argparse.Namespace, model):
     """The engine every case of a command shares, with ``--max-batch-tokens``."""
     from mechrag.engine import Engine

@@ -15,8 +15,8 @@ from mechrag.cli.common import (
     add_output_arguments,
     add_protocol_argument,
     add_question_arguments,
+    case_from,
     check_html,
-    engine_from,
     load_model_from,
     print_written,
     read_sources,
@@ -64,7 +64,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from mechrag.case import Case
     from mechrag.mechanism.gating.comparison import compare_gating
     from mechrag.mechanism.gating.rules import GatingRule
 
@@ -72,14 +71,7 @@ def run(args: argparse.Namespace) -> None:
     sources = read_sources(args)
     rule = GatingRule.for_protocol(args.protocol, args.rule, k=args.top_k, factor=args.factor)
     model = load_model_from(args)
-    case = Case(
-        model,
-        args.query,
-        sources,
-        args.response,
-        max_new_tokens=args.max_new_tokens,
-        engine=engine_from(args, model),
-    )
+    case = case_from(args, model, sources)
     result = compare_gating(
         case, rule, mode=args.mode, threshold=args.threshold, max_new_tokens=args.max_new_tokens
     )

@@ -10,8 +10,8 @@ from mechrag.cli.common import (
     add_output_arguments,
     add_protocol_argument,
     add_question_arguments,
+    case_from,
     check_html,
-    engine_from,
     load_model_from,
     print_written,
     read_sources,
@@ -33,7 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from mechrag.case import Case
     from mechrag.mechanism.consensus import consensus, paper_record
     from mechrag.plots import save_figure
     from mechrag.results.files import write_json
@@ -44,14 +43,7 @@ def run(args: argparse.Namespace) -> None:
     if args.source is not None and args.source not in {s.id for s in sources}:
         raise InputError(f"unknown source {args.source!r}: choose from {[s.id for s in sources]}")
     model = load_model_from(args)
-    case = Case(
-        model,
-        args.query,
-        sources,
-        args.response,
-        max_new_tokens=args.max_new_tokens,
-        engine=engine_from(args, model),
-    )
+    case = case_from(args, model, sources)
     result = case.localize(args.source, protocol=args.protocol)
     print(f"response: {result.response!r}\nremoved source: {result.source_id}")
     rho, p = result.spearman()

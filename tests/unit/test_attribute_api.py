@@ -192,11 +192,12 @@ def test_every_registered_method_runs_by_name_and_names_itself(case):
 
 
 def test_the_sweep_registry_reads_the_method_registry():
-    """Every attribution method is a sweep method, taking the case options and its fields."""
+    """Every attribution method is a sweep method, taking the case options, ``evaluate`` (its
+    faithfulness in the record) and its fields."""
     from mechrag.sweep import SWEEP_METHODS
 
     assert set(mechrag.METHODS) < set(SWEEP_METHODS)
-    case_options = {"max_new_tokens", "system_prompt"}
+    case_options = {"max_new_tokens", "system_prompt", "evaluate"}
     assert set(SWEEP_METHODS["arc_jsd"].options) == case_options | {"divergence", "screen"}
     settings = {"budget", "seed", "value"}
     assert set(SWEEP_METHODS["kernel_shap"].options) == case_options | settings | {
