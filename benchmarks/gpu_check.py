@@ -229,7 +229,7 @@ def cuda_tests(device: str) -> dict:
     start = time.perf_counter()
     command = [sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [*command, str(REPO / "tests" / "cuda")],
+        [*command, str(REPO / "tests" / "gpu")],
         capture_output=True, text=True, check=False, cwd=REPO, env=env,
     )  # fmt: skip
     last = (done.stdout.strip().splitlines() or ["no output"])[-1]

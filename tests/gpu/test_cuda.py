@@ -6,7 +6,7 @@ same weights as a CPU copy. GPU float32 must equal CPU float32 (relative 1e-4); 
 keep the ranking (Spearman). Skipped without CUDA; ``MECHRAG_TEST_DEVICE=cpu`` runs the same
 tests against a second CPU copy, to check the tests themselves on a machine without a GPU.
 
-    python -m pytest -m cuda tests/cuda/test_cuda.py
+    python -m pytest -m cuda tests/gpu/test_cuda.py
 """
 
 from __future__ import annotations
