@@ -71,13 +71,21 @@ def require_extra(extra: str, feature: str) -> None:
             raise MissingExtraError(extra, module, feature)
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1 (bad input ends the parse, before any
-    model loads)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def at_least(minimum: int):
+    """An argparse type: a whole number of at least ``minimum`` (bad input ends the parse, before
+    any model loads)."""
+
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    whole_number.__name__ = f"at_least_{minimum}"
+    return whole_number
+
+
+positive_int = at_least(1)

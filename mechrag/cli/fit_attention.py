@@ -22,7 +22,7 @@ from mechrag.cli.common import (
     load_model_from,
     print_written,
 )
-from mechrag.errors import InputError
+from mechrag.errors import InputError, at_least, positive_int
 
 HELP = "fit the attention method's head weights against exact ARC-JSD"
 # The shipped samples that come from training splits (SQuAD's is dev: never fit on it).
@@ -32,9 +32,13 @@ TRAINING_DATASETS = ("hotpotqa", "musique")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
     parser.add_argument("--dataset", nargs="+", default=list(TRAINING_DATASETS))
-    parser.add_argument("--n", type=int, required=True, help="training examples per data set")
-    parser.add_argument("--offset", type=int, default=50, help="first example used")
-    parser.add_argument("--sentences", type=int, default=20, help="sentences per context")
+    parser.add_argument(
+        "--n", type=positive_int, required=True, help="training examples per data set"
+    )
+    parser.add_argument("--offset", type=at_least(0), default=50, help="first example used")
+    parser.add_argument(
+        "--sentences", type=at_least(2), default=20, help="sentences per context"
+    )
     parser.add_argument("--out", required=True, help="weights file (.safetensors)")
     parser.add_argument("--records", default=None, help="folder of per-case training records")
     parser.add_argument("--seed", type=int, default=0)
@@ -58,8 +62,6 @@ def check_arguments(args: argparse.Namespace) -> None:
     unknown = [d for d in args.dataset if d not in TRAINING_DATASETS]
     if unknown:
         raise InputError(f"fit on training splits only: {list(TRAINING_DATASETS)}, not {unknown}")
-    if args.n < 1 or args.offset < 0 or args.sentences < 2:
-        raise InputError("--n must be at least 1, --offset at least 0, --sentences at least 2")
     if not args.temperature > 0:
         raise InputError(f"--temperature must be positive, got {args.temperature}")
     if not args.out.endswith(".safetensors"):

@@ -155,3 +155,16 @@ def test_numeric_options_are_checked_where_they_are_defined(
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith(f"mechrag {command}: error: argument {options[0]}")
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "minimum"),
+    [("--n", "0", 1), ("--offset", "-1", 0), ("--sentences", "1", 2)],
+)
+def test_fit_attention_checks_its_numbers_in_the_parser(option, value, minimum, capsys):
+    line = ["fit-attention", "--n", "2", "--out", "w.safetensors", option, value]
+    with pytest.raises(SystemExit) as done:
+        main(line)
+    assert done.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.endswith(f"argument {option}: must be at least {minimum}, got {value}")
