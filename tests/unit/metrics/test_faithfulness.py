@@ -130,9 +130,19 @@ def test_attribute_evaluate_prints_and_writes_the_measures(tmp_path, capsys):
     assert main([*line, "--method", "loo", *flags]) == 0
     printed = capsys.readouterr().out
     assert "LDS (Spearman, 32 held-out masks)" in printed and "top k removed" in printed
-    found = json.loads((out / "attribution_loo.json").read_text())["metadata"]["faithfulness"]
+    written = json.loads((out / "attribution_loo.json").read_text())
+    found = written["metadata"]["faithfulness"]
     assert set(found) == {"lds", "lds_masks", "topk_removal", "topk_keep"}
-    assert -1 <= found["lds"] <= 1 and found["lds_masks"] == 32
+    # The same measures, recomputed on the same model, sources and response.
+    from mechrag.models.toy import tiny_model
+    from mechrag.results import Attribution
+
+    attribution = Attribution.from_dict(written)
+    case = Case(tiny_model("llama"), QUERY, attribution.sources, attribution.response_ids)
+    assert found["lds"] == pytest.approx(lds(case, attribution).value)
+    assert found["lds_masks"] == 32
+    removal = topk_removal(case, attribution)
+    assert found["topk_removal"] == pytest.approx({str(k): v for k, v in removal.items()})
     assert "LDS (32 masks)" in (out / "report.html").read_text()
 
 
