@@ -65,8 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from mechrag.models import adapter
     from mechrag.retrieval.conditions import PromptConditions
     from mechrag.retrieval.corpus import Corpus, build_corpus
+    from mechrag.retrieval.encoder import load_encoder
     from mechrag.retrieval.rag_e import documents_retrieved, explain
     from mechrag.retrieval.retriever import Retriever
 
@@ -79,8 +81,9 @@ def run(args: argparse.Namespace) -> None:
     corpus = Corpus.from_text_file(args.corpus) if args.corpus else build_corpus([args.dataset])
     if k > len(corpus):
         raise InputError(f"--k {k} exceeds the corpus size {len(corpus)}")
-    retriever = Retriever.build(corpus)
     model = load_model_from(args)
+    # The retriever's encoder (and integrated gradients on it) runs beside the generator.
+    retriever = Retriever.build(corpus, query_encoder=load_encoder(device=adapter.device(model)))
     result = explain(
         args.query,
         retriever,

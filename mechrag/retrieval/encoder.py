@@ -66,7 +66,8 @@ class DenseEncoder:
 
     ``pooling``: ``"mean"`` (over non-padding tokens, special tokens included, as
     sentence-transformers does) or ``"cls"``; ``normalize`` scales embeddings to unit length,
-    so inner products are cosine similarities. The encoder runs in eval mode, float32.
+    so inner products are cosine similarities. The encoder runs in eval mode, float32, on the
+    device of its weights (``device`` at loading): its inputs go there, its embeddings stay there.
     """
 
     def __init__(
@@ -96,8 +97,10 @@ class DenseEncoder:
         pooling: str | None = None,
         normalize: bool | None = None,
         max_length: int | None = None,
+        device: str | torch.device | None = None,
     ) -> DenseEncoder:
-        """Load an encoder folder or HF id (default: the embedded all-MiniLM-L6-v2).
+        """Load an encoder folder or HF id (default: the embedded all-MiniLM-L6-v2) onto
+        ``device`` (default: the CPU).
 
         Pooling, normalisation and the length limit come from the folder's sentence-transformers
         config when it has one; explicit arguments override it. Without a config ``pooling`` and
@@ -113,6 +116,8 @@ class DenseEncoder:
         config_pooling, config_normalize, config_length = configured or (None, None, None)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         model = AutoModel.from_pretrained(str(path), dtype=torch.float32)
+        if device is not None:
+            model = model.to(device)
         return cls(
             model,
             tokenizer,
@@ -123,19 +128,25 @@ class DenseEncoder:
         )
 
     @property
+    def device(self) -> torch.device:
+        """Where the encoder's weights, inputs and embeddings are."""
+        return self.word_embeddings.weight.device
+
+    @property
     def word_embeddings(self) -> torch.nn.Embedding:
         """The token-embedding layer (where integrated gradients attribute)."""
         return self.model.get_input_embeddings()
 
     def tokenize(self, texts: list[str]) -> dict[str, torch.Tensor]:
-        """Padded, truncated token ids and attention mask."""
-        return self.tokenizer(
+        """Padded, truncated token ids and attention mask, on the encoder's device."""
+        batch = self.tokenizer(
             list(texts),
             padding=True,
             truncation=True,
             max_length=self.max_length,
             return_tensors="pt",
         )
+        return {name: tensor.to(self.device) for name, tensor in batch.items()}
 
     def pool(
         self,
@@ -178,7 +189,7 @@ class DenseEncoder:
             batch = self.tokenize(texts[start : start + batch_size])
             chunks.append(self.embed_ids(batch["input_ids"], batch["attention_mask"]))
         if not chunks:
-            return torch.empty(0, self.model.config.hidden_size, device=self.model.device)
+            return torch.empty(0, self.model.config.hidden_size, device=self.device)
         return torch.cat(chunks)
 
 
@@ -188,8 +199,9 @@ def load_encoder(
     pooling: str | None = None,
     normalize: bool | None = None,
     max_length: int | None = None,
+    device: str | torch.device | None = None,
 ) -> DenseEncoder:
     """:meth:`DenseEncoder.from_pretrained` (default: the embedded all-MiniLM-L6-v2)."""
     return DenseEncoder.from_pretrained(
-        name_or_path, pooling=pooling, normalize=normalize, max_length=max_length
+        name_or_path, pooling=pooling, normalize=normalize, max_length=max_length, device=device
     )

@@ -231,7 +231,7 @@ class RetrieverIntegratedGradients:
         embeddings module's output)."""
         batch = encoder.tokenize([text])
         input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
-        fixed = fixed.detach().to(torch.float32)
+        fixed = fixed.detach().to(device=input_ids.device, dtype=torch.float32)
 
         def similarity(values, mask):
             return (self.embed(encoder, values, mask) @ fixed.T).sum(-1)

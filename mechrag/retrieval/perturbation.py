@@ -29,7 +29,7 @@ def token_removal_value(
     input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
     positions = np.flatnonzero(~special_token_mask(encoder, input_ids)[0].cpu().numpy())
     replacement_id = getattr(encoder.tokenizer, f"{replacement}_token_id")
-    fixed = fixed.detach().to(torch.float32)
+    fixed = fixed.detach().to(device=input_ids.device, dtype=torch.float32)
 
     def value(masks: Bool[np.ndarray, "m n"]) -> np.ndarray:
         masks = np.asarray(masks, dtype=bool)

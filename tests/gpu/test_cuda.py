@@ -133,6 +133,40 @@ def test_gating_on_the_gpu_equals_the_cpu(models, rule):
     assert_close(compared["gpu"].gated_echo.context, compared["cpu"].gated_echo.context)
 
 
+def test_explain_on_the_gpu_equals_the_cpu(models, tmp_path):
+    """RAG-E on both sides: the retriever's encoder and integrated gradients on the GPU, beside
+    the generator, equal the same pipeline on the CPU."""
+    import copy
+
+    from helpers import _tiny_encoder
+
+    from mechrag.retrieval.corpus import Corpus
+    from mechrag.retrieval.encoder import DenseEncoder
+    from mechrag.retrieval.rag_e import explain
+    from mechrag.retrieval.retriever import Retriever
+
+    cpu_encoder = _tiny_encoder(tmp_path)
+    gpu_encoder = DenseEncoder(
+        copy.deepcopy(cpu_encoder.model).to(DEVICE), cpu_encoder.tokenizer,
+        pooling="mean", normalize=True, max_length=16,
+    )  # fmt: skip
+    corpus = Corpus.from_texts(["the cat sat on the mat", "the dog ran far", "red cats sat",
+                                "the mat is red", "dogs ran on the mat"])  # fmt: skip
+    found = {
+        side: explain("where did the cat sit", Retriever.build(corpus, encoder), models[side],
+                      k=3, n_steps=8, response="the cat sat")  # fmt: skip
+        for side, encoder in (("cpu", cpu_encoder), ("gpu", gpu_encoder))
+    }
+    assert gpu_encoder.device.type == torch.device(DEVICE).type
+    cpu, gpu = found["cpu"], found["gpu"]
+    assert [d.id for d in gpu.documents] == [d.id for d in cpu.documents]
+    assert_close(gpu.similarities, cpu.similarities)
+    assert_close(gpu.generator.scores, cpu.generator.scores)
+    assert_close(gpu.query_saliency.scores, cpu.query_saliency.scores)
+    for on_gpu, on_cpu in zip(gpu.document_saliency, cpu.document_saliency, strict=True):
+        assert_close(on_gpu.scores, on_cpu.scores)
+
+
 def test_views_render_results_made_on_the_gpu(models):
     case = case_on(models["gpu"])
     for result in (case.arc_jsd(), case.localize("p0s0"), case.echo()):

@@ -320,3 +320,14 @@ def test_separate_query_and_document_encoders(tiny_encoder, tmp_path):
     explanation = ig.explain_document("the dog ran far", query)
     assert explanation.target == pytest.approx(float(expected[1]), rel=1e-5)
     assert abs(explanation.completeness - 1) < 0.01
+
+
+def test_the_encoder_feeds_its_inputs_to_the_device_of_its_weights(tmp_path):
+    """Inputs follow the weights (here the meta device, which any CPU machine has), so an
+    encoder moved to a GPU gets GPU inputs (the cuda tests run it there: test_cuda.py)."""
+    encoder = _tiny_encoder(tmp_path)
+    moved = DenseEncoder(encoder.model.to("meta"), encoder.tokenizer, pooling="mean",
+                         normalize=True, max_length=16)  # fmt: skip
+    assert moved.device == torch.device("meta")
+    batch = moved.tokenize(["the cat sat", "red dog"])
+    assert {tensor.device for tensor in batch.values()} == {torch.device("meta")}
