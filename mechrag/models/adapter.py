@@ -64,6 +64,11 @@ def device(model) -> torch.device:
     return torch.device(model.cfg.device)
 
 
+def dtype(model) -> torch.dtype:
+    """The dtype of the model's weights (its first parameter's)."""
+    return next(hf_model(model).parameters()).dtype
+
+
 def n_layers(model) -> int:
     return int(model.cfg.n_layers)
 

@@ -85,7 +85,8 @@ class Backend:
     with ``workers`` CPUs. ``threads``: torch threads per worker (Ray default 1). ``device`` and
     ``device_map``: where each worker loads the model (see :func:`mechrag.load_model`); they
     are not hashed. The device also picks the default dtype (float32 on the CPU, bfloat16 on a
-    GPU): give the sweep's ``dtype`` so that its records do not depend on where it resumes.
+    GPU): give the sweep's ``dtype`` so that its records do not depend on where it resumes (a
+    sweep without one that would resume in another dtype than its records' is refused).
     """
 
     name: str = "local"

@@ -1,8 +1,10 @@
 """Sweep records: one JSON line per example attempt, and the tables built from them.
 
 A record is ``{"id", "index", "status": "ok" | "error", "config_hash", "method",
-"mechrag_version", "seconds", "result" | "error"}``. The log is append-only: when an example is
-run again (``retry_errors``) its newest record for the current config is the one that counts.
+"mechrag_version", "dtype", "device", "seconds", "result" | "error"}`` (``dtype`` and
+``device``: the model's, as resolved where the record was made; absent for a method that needs
+no model). The log is append-only: when an example is run again (``retry_errors``) its newest
+record for the current config is the one that counts.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ TRACEBACK_LINES = 12
 
 def execute(method, model, example, index: int, options: dict, config_hash: str) -> dict:
     """Run ``method`` on one example; an exception becomes an error record, never a crash."""
+    from mechrag.models import adapter
+
     record = {
         "id": example.id,
         "index": index,
@@ -33,6 +37,9 @@ def execute(method, model, example, index: int, options: dict, config_hash: str)
         "mechrag_version": __version__,
         "started_at": time.time(),
     }
+    if model is not None:  # methods that need no model run without one
+        record["dtype"] = str(adapter.dtype(model)).removeprefix("torch.")
+        record["device"] = adapter.device(model).type
     start = time.perf_counter()
     try:
         record.update(status="ok", result=method.run(model, example, options))

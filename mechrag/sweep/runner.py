@@ -66,6 +66,19 @@ def _claim_folder(out: Path, config: SweepConfig) -> None:
     write_json(out / CONFIG_FILE, {"hash": config.hash, "config": config.to_dict()})
 
 
+def _check_precision(record: dict, done: dict[str, dict], config: SweepConfig, out: Path) -> None:
+    """Refuse a record in another dtype than the folder's earlier ones when the config leaves
+    the dtype to the device (a sweep begun on a CPU, float32, resumed on a GPU, bfloat16)."""
+    earlier = {r["dtype"] for r in done.values() if "dtype" in r}
+    made_in = record.get("dtype")  # absent for a method that needs no model
+    if config.dtype is None and earlier and made_in is not None and made_in not in earlier:
+        raise InputError(
+            f"{out} holds records made in {', '.join(sorted(earlier))}; this model is in "
+            f"{made_in}: give the sweep that dtype (--dtype) so that one sweep does not "
+            "mix precisions"
+        )
+
+
 def run_sweep(
     config: SweepConfig,
     out: str | Path,
@@ -121,6 +134,7 @@ def run_sweep(
             bar.refresh()
 
         def write(record: dict) -> None:
+            _check_precision(record, done, config, out)
             writers[0].write(record)
             bar.update()
 
@@ -175,11 +189,14 @@ def sweep(
     data: dict | None = None,
     path: str | None = None,
     model: str | None = None,
+    dtype: str | None = None,
     backend: str = "local",
     address: str | None = None,
     workers: int = 1,
     gpus_per_worker: float = 0.0,
     threads: int | None = None,
+    device: str | None = None,
+    device_map: str | None = None,
     force: bool = False,
     retry_errors: bool = False,
     progress: bool = True,
@@ -187,8 +204,9 @@ def sweep(
     """Run ``method`` over the first ``n`` examples of ``dataset``, one record each, into ``out``.
 
     ``options``: the method's options (e.g. ``{"max_new_tokens": 32}``); ``data``: the data
-    reader's (``{"distractors": 2}``). Rerunning resumes; see :func:`run_sweep`. Returns the
-    per-example summary table.
+    reader's (``{"distractors": 2}``); ``dtype``: the model's (hashed; default: the device's,
+    see :class:`Backend`); ``device``, ``device_map``: where each worker loads it. Rerunning
+    resumes; see :func:`run_sweep`. Returns the per-example summary table.
 
     >>> mechrag.sweep("arc_jsd", "hotpotqa", n=20, out="runs/hotpot")  # doctest: +SKIP
     """
@@ -200,11 +218,20 @@ def sweep(
         data=dict(data or {}),
         model=model,
         options=dict(options or {}),
+        dtype=dtype,
     )
     return run_sweep(
         config,
         out,
-        backend=Backend(backend, address, workers, gpus_per_worker, threads),
+        backend=Backend(
+            backend,
+            address,
+            workers,
+            gpus_per_worker,
+            threads,
+            device=device,
+            device_map=device_map,
+        ),
         force=force,
         retry_errors=retry_errors,
         progress=progress,

@@ -253,6 +253,22 @@ def test_arc_jsd_sweep_on_a_toy_model_records_scores(tmp_path):
         ).hash
     )
     assert record["mechrag_version"]
+    assert (record["dtype"], record["device"]) == ("float32", "cpu")
+
+
+def test_a_sweep_without_dtype_refuses_to_resume_in_another_precision(tmp_path):
+    """Records made in bfloat16 (a GPU's default) are not extended in float32 (the CPU's), so
+    one sweep never mixes precisions; with the dtype given, the config says it."""
+    settings = {"model": "toy:llama", "options": {"max_new_tokens": 3}, "threads": 1,
+                "progress": False}  # fmt: skip
+    sweep("arc_jsd", "squad", n=1, out=tmp_path, **settings)
+    lines = (tmp_path / RECORDS_FILE).read_text().replace('"float32"', '"bfloat16"')
+    (tmp_path / RECORDS_FILE).write_text(lines)
+    with pytest.raises(ValueError, match="made in bfloat16; this model is in float32"):
+        sweep("arc_jsd", "squad", n=2, out=tmp_path, **settings)
+    assert len(records(tmp_path)) == 1  # nothing written
+    frame = sweep("arc_jsd", "squad", n=2, out=tmp_path / "pinned", dtype="float32", **settings)
+    assert frame["status"].tolist() == ["ok", "ok"]
 
 
 @pytest.mark.integration
