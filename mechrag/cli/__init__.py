@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+import textwrap
 
 from mechrag._version import __version__
 from mechrag.errors import InputError, MissingDependencyError
@@ -31,6 +33,33 @@ def _chosen_command(argv: list[str]) -> str | None:
     return words[0] if words and words[0] in COMMANDS else None
 
 
+ROLE = re.compile(r":\w+:`(~?)([^`]*)`")  # :func:`name`, :class:`~mechrag.Case`
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions re-wrapped paragraph by paragraph, indented lines (commands) kept as written,
+    so a docstring reads as plain text at the terminal's width."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.strip().split("\n\n"):
+            if paragraph.startswith(" "):
+                paragraphs.append(textwrap.indent(textwrap.dedent(paragraph), indent + "  "))
+            else:
+                words = " ".join(paragraph.split())
+                paragraphs.append(
+                    textwrap.fill(words, width, initial_indent=indent, subsequent_indent=indent)
+                )
+        return "\n\n".join(paragraphs)
+
+
+def plain_text(doc: str) -> str:
+    """A docstring without its reStructuredText markup: ````x```` and ``:role:`x``` become
+    ``x`` (``~a.b`` becomes ``b``)."""
+    doc = ROLE.sub(lambda role: role[2].rsplit(".", 1)[-1] if role[1] else role[2], doc)
+    return doc.replace("``", "")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; only ``command``'s arguments are built (``None``: none,
     enough for ``mechrag --help``)."""
@@ -42,7 +71,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = _command_module(name)
-        sub = commands.add_parser(name, help=module.HELP, description=module.__doc__)
+        sub = commands.add_parser(
+            name,
+            help=module.HELP,
+            description=plain_text(module.__doc__),
+            epilog=f"example:\n\n    {module.EXAMPLE}",
+            formatter_class=HelpFormatter,
+        )
         if command == name:
             module.add_arguments(sub)
             sub.set_defaults(run=module.run)

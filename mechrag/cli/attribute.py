@@ -25,6 +25,10 @@ from mechrag.cli.common import (
     write_html,
 )
 
+EXAMPLE = (
+    'mechrag attribute --query "Where was the author born?" --context-file context.txt '
+    "--method arc_jsd --evaluate --out out/attribution --html"
+)
 HELP = "score the sources of a context file"
 
 

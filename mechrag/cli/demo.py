@@ -15,6 +15,7 @@ from mechrag.cli.common import (
     write_html,
 )
 
+EXAMPLE = "mechrag demo --out out/demo --html"
 HELP = "ARC-JSD on a shipped HotpotQA example"
 DEMO_EXAMPLE_ID = "5a77ec115542992a6e59dff7"
 

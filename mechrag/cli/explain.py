@@ -28,6 +28,10 @@ from mechrag.cli.common import (
 )
 from mechrag.errors import InputError, require_extra
 
+EXAMPLE = (
+    'mechrag explain --query "Which team won the 1998 final?" --dataset hotpotqa --out '
+    "out/explain --html"
+)
 HELP = "retrieve, generate and explain retriever and generator (RAG-E)"
 
 

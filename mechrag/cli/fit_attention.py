@@ -24,6 +24,10 @@ from mechrag.cli.common import (
 )
 from mechrag.errors import InputError, at_least, positive_int
 
+EXAMPLE = (
+    "mechrag fit-attention --model smollm2-135m --dataset hotpotqa --n 40 --out "
+    "weights.safetensors"
+)
 HELP = "fit the attention method's head weights against exact ARC-JSD"
 # The shipped samples that come from training splits (SQuAD's is dev: never fit on it).
 TRAINING_DATASETS = ("hotpotqa", "musique")

@@ -24,6 +24,10 @@ from mechrag.cli.common import (
 )
 from mechrag.protocols import LOCALIZE_PROTOCOL
 
+EXAMPLE = (
+    'mechrag gate --query "Where was the author born?" --context-file context.txt --out '
+    "out/gate"
+)
 HELP = "generate with and without JSD gating; mark low-echo tokens"
 
 

@@ -20,6 +20,10 @@ from mechrag.cli.common import (
 from mechrag.errors import InputError
 from mechrag.protocols import LOCALIZE_PROTOCOL, get_protocol
 
+EXAMPLE = (
+    'mechrag localize --query "Where was the author born?" --context-file context.txt '
+    "--out out/heads --html"
+)
 HELP = "score attention heads and MLPs by logit-lens JSD when a source is removed"
 COMPONENT_PLOTS = ("plot_heads", "plot_layers", "plot_residual", "plot_gain")
 

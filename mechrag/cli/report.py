@@ -14,6 +14,7 @@ import argparse
 
 from mechrag.cli.common import print_written
 
+EXAMPLE = "mechrag report out/attribution"
 HELP = "one self-contained HTML page of a command's output folder"
 
 

@@ -23,6 +23,7 @@ from mechrag.sweep.arguments import (
 )
 from mechrag.sweep.config import read_toml
 
+EXAMPLE = "mechrag sweep --method arc_jsd --dataset hotpotqa --n 20 --out runs/hotpot_arc_jsd"
 HELP = "run a method over a data set, one resumable record per example"
 
 def parse_option(text: str) -> tuple[str, object]:

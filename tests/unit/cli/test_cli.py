@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -163,3 +164,29 @@ def test_missing_inputs_are_one_line(tmp_path, capsys):
     assert main([*base, "--model", "toy:nope", "--out", str(out)]) == 2
     assert "unknown tiny model family" in capsys.readouterr().err
     assert not out.exists()  # a sweep whose model does not load leaves no folder
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_subcommand_help_is_plain_text_with_an_example_that_parses(command, capsys):
+    """No reStructuredText markup reaches the terminal, and every help ends with an example
+    that the command's own parser accepts."""
+    import shlex
+
+    from mechrag.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    shown = capsys.readouterr().out
+    assert "``" not in shown and not re.search(r":\w+:`", shown)
+    example = shown.rsplit("example:", 1)[1].strip()
+    words = shlex.split(example)
+    assert words[:2] == ["mechrag", command]
+    build_parser(command).parse_args(words[1:])
+
+
+def test_plain_text_unwraps_roles_and_literals():
+    from mechrag.cli import plain_text
+
+    assert plain_text("``--out`` takes :data:`a.METHODS` and :class:`~mechrag.case.Case`") == (
+        "--out takes a.METHODS and Case"
+    )
