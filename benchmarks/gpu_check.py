@@ -15,6 +15,11 @@
    projected position, over seconds, over the peak); peak memory. The random models use the byte
    tokenizer, so each sentence is cut to a quarter of its characters: about the token count a
    BPE tokenizer gives (the record keeps the real counts).
+4. **Throughput at data-set scale**: exact ARC-JSD over the first ``--throughput-questions``
+   HotpotQA dev questions (every paragraph, cut the same way) at the SmolLM2 shape in bf16,
+   questions per second under each engine token budget of ``--budgets`` (``0``: the engine's
+   own choice from free memory); what the budget's cap should be, and whether one small-model
+   case per pass can reach 5 questions per second.
 
 Each run appends one record to ``experiments/runs/gpu_check/records.jsonl``; ``make results``
 turns the newest into the ``gpu_check`` table, with the GPU's name. Without CUDA it says so in
@@ -46,6 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 REFERENCES = REPO / "benchmarks" / "references" / "smollm2_arc_jsd_cpu.json"
 OUT = REPO / "experiments" / "runs" / "gpu_check"
 SPEED_SHAPES = ("qwen2-1.5b", "qwen2-7b")
+THROUGHPUT_SHAPE = "smollm2-135m"
+THROUGHPUT_BUDGETS = (0, 262_144, 1_048_576)  # 0: the engine's own choice
 RESPONSE_TOKENS = 32
 REFERENCE_QUESTIONS = 4
 CHARS_PER_TOKEN = 4  # a BPE tokenizer's characters per token, roughly, for English prose
@@ -78,18 +85,65 @@ def matmul_peak(device: str, size: int, repeats: int = 20) -> float:
     return 2 * size**3 * repeats / seconds / 1e12
 
 
-def speed_question(tokenizer_chars: int = CHARS_PER_TOKEN):
-    """One HotpotQA dev question with all ten paragraphs, each sentence cut to ``1 /
-    tokenizer_chars`` of its characters (see the module docstring), and its response text."""
+def speed_questions(n: int = 1, tokenizer_chars: int = CHARS_PER_TOKEN) -> list[tuple]:
+    """``(query, sources)`` of the first ``n`` HotpotQA dev questions with all ten paragraphs,
+    each sentence cut to ``1 / tokenizer_chars`` of its characters (see the module docstring)."""
     from mechrag.data import load_hotpotqa
     from mechrag.sources import Source
 
-    example = load_hotpotqa(split="dev", n=1, distractors=None)[0]
-    sources = [
-        Source(s.id, s.text[: max(8, len(s.text) // tokenizer_chars)], s.title, s.paragraph)
-        for s in example.sources
-    ]
-    return example.query, sources
+    return [
+        (example.query, [
+            Source(s.id, s.text[: max(8, len(s.text) // tokenizer_chars)], s.title, s.paragraph)
+            for s in example.sources
+        ])
+        for example in load_hotpotqa(split="dev", n=n, distractors=None)
+    ]  # fmt: skip
+
+
+def speed_question() -> tuple:
+    """The first of :func:`speed_questions`: the speed table's question."""
+    return speed_questions(1)[0]
+
+
+def random_response(n_tokens: int = RESPONSE_TOKENS) -> list[int]:
+    """Byte-tokenizer ids, the same on every run (the random models' responses)."""
+    draw = torch.Generator().manual_seed(0)  # host: a seeded draw of ids
+    return torch.randint(3, 259, (n_tokens,), generator=draw).tolist()
+
+
+def throughput(device: str, layers: int | None, budgets, n_questions: int) -> list[dict]:
+    """Exact ARC-JSD over ``n_questions`` questions at :data:`THROUGHPUT_SHAPE`: questions per
+    second, tokens per second and peak memory per engine token budget."""
+    from mechrag import Case, Engine
+    from mechrag.models.toy import shaped_model
+
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    model = shaped_model(THROUGHPUT_SHAPE, dtype=dtype, device=device, n_layers=layers,
+                         same_weights=False)  # fmt: skip
+    questions, response = speed_questions(n_questions), random_response()
+
+    def run_all(budget: int) -> tuple[int, int]:
+        tokens = chosen = 0
+        for query, sources in questions:
+            engine = Engine(model, max_batch_tokens=budget or None, progress=False)
+            Case(model, query, sources, response, engine=engine).arc_jsd()
+            tokens, chosen = tokens + engine.tokens_processed, engine.max_batch_tokens
+        return tokens, chosen
+
+    run_all(budgets[0])  # warm-up
+    rows = []
+    for budget in budgets:
+        (tokens, chosen), seconds, memory = timed(lambda b=budget: run_all(b), device)
+        rows.append({
+            "shape": THROUGHPUT_SHAPE, "layers": model.cfg.n_layers, "questions": len(questions),
+            "max_batch_tokens": chosen, "chosen_by_engine": not budget, "seconds": seconds,
+            "questions_per_second": len(questions) / seconds,
+            "tokens_per_second": tokens / seconds, "peak_gib": memory,
+        })  # fmt: skip
+        rate = len(questions) / seconds
+        print(f"throughput at {THROUGHPUT_SHAPE}, budget {chosen:,} tokens: {rate:.2f} "
+              f"questions/s ({len(questions)} in {seconds:.1f} s)")  # fmt: skip
+    return rows
 
 
 def body_and_head(model) -> tuple[int, int]:
@@ -131,8 +185,7 @@ def speed_row(shape: str, device: str, layers: int | None, peak: float, repeats:
     model = shaped_model(shape, dtype=dtype, device=device, n_layers=layers, same_weights=False)
     query, sources = speed_question()
     builder = PromptBuilder(model.tokenizer, query, sources)
-    draw = torch.Generator().manual_seed(0)  # byte-tokenizer ids, the same on every run
-    response = torch.randint(3, 259, (RESPONSE_TOKENS,), generator=draw).tolist()
+    response = random_response()
     body, head = body_and_head(model)
     row = {
         "shape": shape, "layers": model.cfg.n_layers, "parameters": body + head,
@@ -249,6 +302,11 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--matmul-size", type=int, default=8192)
     parser.add_argument("--no-tests", action="store_true", help="skip the cuda test set")
+    parser.add_argument("--throughput-questions", type=int, default=20, help="0: skip it")
+    parser.add_argument(
+        "--budgets", type=int, nargs="+", default=list(THROUGHPUT_BUDGETS),
+        help="engine token budgets for the throughput (0: the engine's choice)",
+    )  # fmt: skip
     parser.add_argument("--write-references", action="store_true", help="make the CPU references")
     parser.add_argument("--out", type=Path, default=None, help=f"record folder (on CUDA: {OUT})")
     args = parser.parse_args()
@@ -283,6 +341,10 @@ def main() -> int:
         )
         size = f"{row['parameters'] / 1e9:.2f}B, {row['sources']} sources"
         print(f"{shape} ({size}, {row['prompt_tokens']} prompt tokens): {cells}")
+    if args.throughput_questions:
+        record["throughput"] = throughput(
+            args.device, args.layers, args.budgets, args.throughput_questions
+        )
     if out is not None:
         from mechrag.results.files import append_jsonl
 

@@ -61,6 +61,28 @@ def gpu_check_table(records: list[dict]) -> str:
             f"{sum(q['top1_bfloat16'] for q in questions)} of {len(questions)}, Spearman "
             f"{number(min(half), 2)}-{number(max(half), 2)}.",
         ]
+    throughput = record.get("throughput")
+    if throughput:
+        first = throughput[0]
+        lines += [
+            "",
+            f"Throughput, exact ARC-JSD over {first['questions']} HotpotQA dev questions (every "
+            f"paragraph) at the {first['shape']} shape, bf16, one case at a time:",
+            "",
+            markdown(
+                ["engine token budget", "questions / s", "tokens / s", "peak GiB"],
+                [
+                    [
+                        f"{row['max_batch_tokens']:,}"
+                        + (" (the engine's choice)" if row["chosen_by_engine"] else ""),
+                        f"{row['questions_per_second']:.2f}",
+                        f"{row['tokens_per_second']:,.0f}",
+                        "n/a" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}",
+                    ]
+                    for row in throughput
+                ],
+            ),
+        ]
     tests = record.get("cuda_tests")
     if tests:
         counts = ", ".join(f"{n} {word}" for word, n in tests["counts"].items())

@@ -17,3 +17,29 @@ def test_gpu_check_exits_cleanly_without_cuda():
     )
     assert done.returncode == 0, done.stderr
     assert "no CUDA device" in done.stdout
+
+
+def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
+    from result_tables.gpu import gpu_check_table, newest
+
+    def timing(seconds, mfu):
+        return {"seconds": seconds, "mfu": mfu, "peak_gib": 3.5}
+
+    record = {
+        "gpu": "GPU X", "torch": "2.13", "cuda": "13.0", "started": "2026-12-04T10:00:00Z",
+        "matmul_peak_tflops": 700.0,
+        "speed": [{"shape": "qwen2-7b", "parameters": 7.6e9, "sources": 36, "prompt_tokens": 1274,
+                   "engine": timing(1.0, 0.5), "naive": timing(2.5, 0.2),
+                   "plain_forward": timing(1.5, 0.3)}],
+        "throughput": [{"shape": "smollm2-135m", "questions": 20, "max_batch_tokens": 65536,
+                        "chosen_by_engine": True, "questions_per_second": 4.0,
+                        "tokens_per_second": 2.5e6, "peak_gib": None}],
+    }  # fmt: skip
+    older = {**record, "started": "2026-12-01T10:00:00Z", "gpu": "GPU OLD"}
+    (chosen,) = newest([older, record])
+    table = gpu_check_table([chosen])
+    assert "GPU X" in table and "GPU OLD" not in table
+    row = "| qwen2-7b | 7.60B | 36 / 1274 | 1.00 (50%) | 2.50 (20%) | 1.50 (30%) | 3.5 | 2.50x |"
+    assert row in table
+    assert "| 65,536 (the engine's choice) | 4.00 | 2,500,000 | n/a |" in table
+    assert "over 20 HotpotQA dev questions" in table
