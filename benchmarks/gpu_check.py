@@ -122,7 +122,7 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
                          same_weights=False)  # fmt: skip
     questions, response = speed_questions(n_questions), random_response()
 
-    def run_all(budget: int) -> tuple[int, int]:
+    def run_all(budget: int, questions=questions) -> tuple[int, int]:
         tokens = chosen = 0
         for query, sources in questions:
             engine = Engine(model, max_batch_tokens=budget or None, progress=False)
@@ -130,7 +130,7 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
             tokens, chosen = tokens + engine.tokens_processed, engine.max_batch_tokens
         return tokens, chosen
 
-    run_all(budgets[0])  # warm-up
+    run_all(budgets[0], questions[:1])  # warm-up
     rows = []
     for budget in budgets:
         (tokens, chosen), seconds, memory = timed(lambda b=budget: run_all(b), device)
