@@ -2,8 +2,9 @@
 
 For each context size and example, one greedy response is generated (outside every timing) and
 every method then runs on its own fresh case with that response, in this one process: exact
-ARC-JSD, the Fisher screen, hierarchical ARC-JSD, a proxy model, attention attribution with uniform,
-localized and fitted weights, ContextCite at 32 ablations, leave-one-out and question-word overlap;
+ARC-JSD (and its KL variant), the Fisher screen, hierarchical ARC-JSD, a proxy model, attention
+attribution with uniform, localized and fitted weights, ContextCite at 32, 64 and 256 ablations,
+Leverage SHAP and pmcSHAP at 32, leave-one-out and question-word overlap;
 ``attention_after_generation`` is fitted attention on the case that generated the response (the
 generation off the clock), which continues the generation's cache, as an attribution made while
 answering does. Each method's speed-up is exact ARC-JSD's seconds over its seconds on the same
@@ -47,6 +48,7 @@ from frontier_cases import (
 
 METHODS = (
     "exact",
+    "exact_kl",
     "screen",
     "hierarchical",
     "proxy",
@@ -56,6 +58,10 @@ METHODS = (
     "attention_rescored5",
     "attention_after_generation",
     "contextcite32",
+    "contextcite64",
+    "contextcite256",
+    "leverage32",
+    "pmcshap32",
     "loo",
     "query_overlap",
 )
@@ -70,13 +76,14 @@ def configured(name: str, model_name: str):
     """The method object behind each benchmark name."""
     from mechrag import ARCJSD, SourceScreen
     from mechrag.attribution.attention import AttentionAttribution
-    from mechrag.attribution.estimators import ContextCite, LeaveOneOut
+    from mechrag.attribution.estimators import PMCSHAP, ContextCite, LeaveOneOut, LeverageSHAP
     from mechrag.attribution.hierarchical import HierarchicalARCJSD
     from mechrag.attribution.overlap import QueryOverlap
     from mechrag.attribution.proxy import ProxyAttribution
 
     return {
         "exact": lambda: ARCJSD(),
+        "exact_kl": lambda: ARCJSD(divergence="kl"),
         "screen": lambda: ARCJSD(screen=SourceScreen(SCREEN_CANDIDATES)),
         "hierarchical": lambda: HierarchicalARCJSD(documents=HIERARCHICAL_DOCUMENTS),
         "proxy": lambda: ProxyAttribution(proxy=PROXIES[model_name]),
@@ -86,6 +93,10 @@ def configured(name: str, model_name: str):
         "attention_rescored5": lambda: AttentionAttribution(weights="fitted", rescore=5),
         "attention_after_generation": lambda: AttentionAttribution(weights="fitted"),
         "contextcite32": lambda: ContextCite(budget=32),
+        "contextcite64": lambda: ContextCite(budget=64),
+        "contextcite256": lambda: ContextCite(budget=256),
+        "leverage32": lambda: LeverageSHAP(budget=32),
+        "pmcshap32": lambda: PMCSHAP(budget=32),
         "loo": lambda: LeaveOneOut(),
         "query_overlap": lambda: QueryOverlap(),
     }[name]()

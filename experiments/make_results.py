@@ -33,6 +33,7 @@ from result_tables import (
     alignment,
     attention_fit,
     consensus,
+    faithfulness,
     frontier,
     gating,
     gpu,
@@ -62,6 +63,7 @@ TABLES: dict[str, Table] = {
     **hierarchical.TABLES,
     **attention_fit.TABLES,
     **paper_setting.TABLES,
+    **faithfulness.TABLES,
     **gpu.TABLES,
 }
 CLAIMS = "claims"  # the marker of the table that gathers every table's claims
@@ -71,6 +73,14 @@ CLAIMS = "claims"  # the marker of the table that gathers every table's claims
 FIGURES = {
     "frontier": (frontier.frontier_figure, EXPERIMENTS / "figures" / "frontier_smollm2.png"),
     "frontier_gemma3": (frontier.frontier_figure, EXPERIMENTS / "figures" / "frontier_gemma3.png"),
+    "faithfulness_smollm2": (
+        faithfulness.faithfulness_figure,
+        EXPERIMENTS / "figures" / "faithfulness_smollm2.png",
+    ),
+    "faithfulness_gemma3": (
+        faithfulness.faithfulness_figure,
+        EXPERIMENTS / "figures" / "faithfulness_gemma3.png",
+    ),
 }
 
 
@@ -117,9 +127,8 @@ def call_builder(
 
 
 def gathered_claims(runs_root: Path, shown: set[str]) -> list[Claim]:
-    """The claims of every table with claims whose marker is in ``shown`` and whose run folder
-    exists, in table order (:func:`regenerate` has checked that their markers stand above the
-    claims block)."""
+    """The claims of every table with claims whose marker is in ``shown`` (anywhere in the
+    file: the claims block may lead it) and whose run folder exists, in table order."""
     claims = []
     for spec in TABLES.values():
         if spec.claims is None or spec.name not in shown:
@@ -161,14 +170,6 @@ def regenerate(text: str, runs_root: Path) -> str:
         if name not in TABLES and name != CLAIMS:
             known = ", ".join([*TABLES, CLAIMS])
             raise InputError(f"marker results:{name}: no such table (known: {known})")
-    names = [match["name"] for match in blocks]
-    if CLAIMS in names:
-        below = sorted(n for n in names[names.index(CLAIMS) :] if n in TABLES and TABLES[n].claims)
-        if below:
-            raise InputError(
-                f"marker results:{CLAIMS} must come after the tables whose claims it gathers; "
-                f"move it below {', '.join(below)}"
-            )
 
     def rebuilt(match: re.Match) -> str:
         name = match["name"]

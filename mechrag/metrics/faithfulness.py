@@ -104,7 +104,13 @@ def lds(
 
 
 def _scores_on(case, attribution) -> Float[np.ndarray, " n_sources"]:
-    """The attribution's scores, checked to be for ``case``'s sources."""
+    """The attribution's scores, checked to be for ``case``'s sources; ``attribution`` is a
+    result or its scores, one per source in the case's order (as a run record keeps them)."""
+    if not hasattr(attribution, "scores"):
+        scores = np.asarray(attribution, dtype=np.float64)
+        if scores.shape != (case.n_sources,):
+            raise InputError(f"scores must be [{case.n_sources}], got {scores.shape}")
+        return scores
     if [s.id for s in attribution.sources] != [s.id for s in case.sources]:
         raise InputError("the attribution was made for other sources than the case's")
     return np.asarray(attribution.scores, dtype=np.float64)

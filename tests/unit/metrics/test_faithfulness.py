@@ -95,6 +95,15 @@ def test_an_attribution_for_other_sources_is_refused(case, tiny_llama):
         lds(case, other)
 
 
+def test_plain_scores_count_as_the_attribution_they_came_from(case):
+    attribution = case.attribute("loo")
+    from_result, from_scores = lds(case, attribution), lds(case, list(attribution.scores))
+    assert from_scores.value == from_result.value
+    assert topk_removal(case, attribution.scores) == topk_removal(case, attribution)
+    with pytest.raises(ValueError, match="scores must be"):
+        topk_keep(case, attribution.scores[:-1])
+
+
 def test_logit_probs_match_context_cite_on_identical_logits():
     utils = pytest.importorskip(
         "context_cite.utils", reason="context-cite is not installed (pip install -e '.[peers]')"

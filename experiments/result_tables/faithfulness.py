@@ -1,0 +1,136 @@
+"""Faithfulness at the paper's setting (``experiments/faithfulness.py``): each method's linear
+datamodeling score and top-k changes against its cost, correct and wrong responses apart, and
+the plot of LDS against cost."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .common import Table, grouped, interval, markdown, number, paired_difference, table
+
+TABLES: dict[str, Table] = {}
+REFERENCE = "exact"  # the paired column compares every method with exact ARC-JSD
+TOP_KS = ("1", "3", "5")
+SIZES = {"hotpotqa_dev": "HotpotQA dev", "musique_dev": "MuSiQue dev"}
+
+
+def faithfulness_key(record: dict) -> tuple:
+    return record["size"], record["id"], record["method"]
+
+
+def cost(found: list[dict]) -> float:
+    """A method's median forward passes per question (its own, not the evaluation's)."""
+    return float(np.median([r["forward_passes"] for r in found]))
+
+
+def by_size_and_method(records: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    """Records per (size, method): sizes in :data:`SIZES` order, methods by cost, then name."""
+    groups = grouped(records, lambda r: (r["size"], r["method"]))
+    order = list(SIZES)
+    return dict(
+        sorted(
+            groups.items(),
+            key=lambda item: (
+                order.index(item[0][0]) if item[0][0] in order else len(order),
+                cost(item[1]),
+                item[0][1],
+            ),
+        )
+    )
+
+
+def split_lds(found: list[dict], correct: bool) -> str:
+    values = [r["lds"] for r in found if r["correct"] == correct]
+    return f"{np.mean(values):.2f} ({len(values)})" if values else "–"
+
+
+def changes(found: list[dict], field: str) -> str:
+    """Mean change in ``log p`` at k = 1 / 3 / 5 (questions with at least k sources)."""
+    values = [[r[field][k] for r in found if k in r[field]] for k in TOP_KS]
+    return " / ".join(number(np.mean(v), 1) if v else "–" for v in values)
+
+
+def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
+    """The paired difference of LDS from exact ARC-JSD's on the questions both have."""
+    pairs = [(r["lds"], reference[r["size"], r["id"]]["lds"]) for r in found
+             if (r["size"], r["id"]) in reference]  # fmt: skip
+    if not pairs or found[0]["method"] == REFERENCE:
+        return "–"
+    differences = np.subtract(*np.transpose(pairs))
+    return f"{paired_difference(differences, digits=2)}, n = {len(pairs)}"
+
+
+@table(
+    TABLES,
+    "faithfulness_smollm2",
+    run="faithfulness_smollm2",
+    key=faithfulness_key,
+    optional=True,
+    note="Per data set (dev split, every paragraph) and method, by cost: passes = the method's "
+    "median forward passes per question (the frontier's records); LDS = Spearman ρ between the "
+    "attribution's linear prediction and the response's logit-probability over 32 held-out "
+    "masks keeping each sentence with probability ½ (the same masks for every method on a "
+    "question), mean with its 95% bootstrap interval, then for correct and wrong responses "
+    "apart (n); the paired difference from exact ARC-JSD's LDS on the same questions (sign-flip "
+    "p); top-k removal / keep = mean change of the response's log-probability (nats) when the "
+    "method's top 1 / 3 / 5 sentences are removed / kept alone (more negative removal and less "
+    "negative keep = more faithful); `random` = a seeded random ranking; gold top-1 = the share "
+    "of questions whose top sentence is a gold one.",
+)
+def faithfulness_table(records: list[dict]) -> str:
+    header = ["data", "method", "n", "passes", "LDS", "LDS correct (n)", "LDS wrong (n)",
+              "LDS − exact's", "top-k removal", "top-k keep", "gold top-1"]  # fmt: skip
+    rows = []
+    reference = {(r["size"], r["id"]): r for r in records if r["method"] == REFERENCE}
+    for (size, method), found in by_size_and_method(records).items():
+        rows.append([
+            SIZES.get(size, size), method, str(len(found)), f"{cost(found):g}",
+            interval([r["lds"] for r in found]), split_lds(found, True), split_lds(found, False),
+            against_reference(found, reference), changes(found, "topk_removal"),
+            changes(found, "topk_keep"), f"{np.mean([r['top1_gold'] for r in found]):.2f}",
+        ])  # fmt: skip
+    return markdown(header, rows)
+
+
+TABLES["faithfulness_gemma3"] = replace(
+    TABLES["faithfulness_smollm2"], name="faithfulness_gemma3", run="faithfulness_gemma3"
+)
+
+
+def faithfulness_figure(records: list[dict], path: Path) -> None:
+    """Mean LDS against a method's median passes (log; no-pass methods at ½), one panel per
+    data set, each point labelled with its n."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = by_size_and_method(records)
+    sizes = list(dict.fromkeys(size for size, _ in groups))
+    methods = sorted({method for _, method in groups})
+    colours = dict(zip(methods, plt.get_cmap("tab20").colors))
+    figure, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4.2), squeeze=False)
+    for ax, size in zip(axes[0], sizes):
+        for (at, method), found in groups.items():
+            if at != size:
+                continue
+            passes, value = max(cost(found), 0.5), float(np.mean([r["lds"] for r in found]))
+            ax.scatter(passes, value, s=40, color=colours[method], label=method)
+            ax.annotate(f"n={len(found)}", (passes, value), fontsize=7, xytext=(4, -10),
+                        textcoords="offset points")  # fmt: skip
+        ax.set(xscale="log", ylim=(-0.2, 1.0), title=SIZES.get(size, size),
+               xlabel="forward passes per question (log; ½: none)",
+               ylabel="mean LDS (32 held-out masks)")  # fmt: skip
+        ax.grid(alpha=0.3)
+    handles = {}
+    for ax in axes[0]:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
+    figure.suptitle(f"{records[0]['settings']['model']}: faithfulness (LDS) against cost")
+    figure.tight_layout(rect=(0, 0, 0.8, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

@@ -1,0 +1,97 @@
+"""``experiments/faithfulness.py`` and its table: recorded scores evaluated on shared masks, the
+random floor, question order, and the table's cells recomputed from the records."""
+
+from __future__ import annotations
+
+import runpy
+
+import numpy as np
+import pytest
+from helpers import REPO
+from result_tables.faithfulness import faithfulness_table
+
+from mechrag import Case
+from mechrag.metrics.faithfulness import lds, topk_keep, topk_removal
+
+SCRIPT = REPO / "experiments" / "faithfulness.py"
+DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall.", "Ana rows."]
+SETTINGS = {"model": "tiny", "n_masks": 8, "seed": 0, "top_ks": [1, 3, 5]}
+
+
+def frontier_record(case, method: str, scores, **fields) -> dict:
+    return {
+        "size": "hotpotqa_dev", "id": "q1", "method": method, "dataset": "hotpotqa",
+        "correct": False, "gold_ids": [case.sources[2].id], "threads": 2,
+        "response_ids": list(case.response_ids), "source_ids": [s.id for s in case.sources],
+        "scores": list(scores), "forward_passes": 6, "seconds": 1.5, **fields,
+    }  # fmt: skip
+
+
+def test_recorded_scores_are_evaluated_on_one_set_of_masks(tiny_llama):
+    script = runpy.run_path(str(SCRIPT))
+    case = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
+    loo = case.attribute("loo")
+    overlap = [0, 0, 3, 0, 1]
+    records = [frontier_record(case, "loo", loo.scores),
+               frontier_record(case, "query_overlap", overlap, forward_passes=0)]  # fmt: skip
+    evaluated = script["evaluate_question"](case, records, SETTINGS)
+    assert [r["method"] for r in evaluated] == ["loo", "query_overlap", "random"]
+    passes = case.engine.forward_passes
+    fresh = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
+    masks = np.random.default_rng(0).random((8, len(DOCS))) < 0.5
+    for record, source in zip(evaluated, [loo.scores, overlap, None]):
+        scores = script["random_scores"]("q1", len(DOCS)) if source is None else source
+        assert record["lds"] == pytest.approx(lds(fresh, scores, masks=masks).value)
+        removal = {str(k): v for k, v in topk_removal(fresh, scores).items()}
+        kept = {str(k): v for k, v in topk_keep(fresh, scores).items()}
+        assert record["topk_removal"] == pytest.approx(removal, rel=1e-4, abs=1e-5)
+        assert record["topk_keep"] == pytest.approx(kept, rel=1e-4, abs=1e-5)
+    assert case.engine.forward_passes == passes  # the one batch held every subset
+    assert evaluated[1]["top1_gold"] and not evaluated[1]["correct"]
+    assert evaluated[0]["forward_passes"] == 6 and evaluated[2]["forward_passes"] == 0
+    np.testing.assert_array_equal(
+        script["random_scores"]("q1", 5), script["random_scores"]("q1", 5)
+    )
+
+
+def test_questions_with_more_methods_come_first_and_other_responses_are_left_out(capsys):
+    script = runpy.run_path(str(SCRIPT))
+
+    def record(size, question, method, response=(1, 2)):
+        return {"size": size, "id": question, "method": method, "response_ids": list(response)}
+
+    frontier = [
+        record("hotpotqa_dev", "a", "exact"),
+        record("musique_dev", "b", "exact"), record("musique_dev", "b", "loo"),
+        record("hotpotqa_dev", "c", "exact"), record("hotpotqa_dev", "c", "loo"),
+        record("hotpotqa_dev", "c", "attention", response=(3,)),
+        record("squad", "d", "exact"), record("squad", "d", "loo"), record("squad", "d", "x"),
+    ]  # fmt: skip
+    found = script["recorded_questions"](frontier, ("hotpotqa_dev", "musique_dev"))
+    assert [(size, question, len(r)) for size, question, r in found] == [
+        ("hotpotqa_dev", "c", 2), ("musique_dev", "b", 2), ("hotpotqa_dev", "a", 1),
+    ]  # fmt: skip
+    assert "hotpotqa_dev/c: 1 records of another response" in capsys.readouterr().out
+
+
+def test_the_table_orders_by_cost_and_pairs_with_exact():
+    def record(question, method, value, passes, correct):
+        changes = {"topk_removal": {"1": -value, "3": -2 * value}, "topk_keep": {"1": value}}
+        return {"size": "hotpotqa_dev", "id": question, "method": method, "lds": value,
+                "forward_passes": passes, "correct": correct, "top1_gold": value > 0.5,
+                **changes}  # fmt: skip
+
+    records = [
+        record("a", "exact", 0.9, 40, True), record("b", "exact", 0.7, 40, False),
+        record("a", "overlap", 0.3, 0, True), record("b", "overlap", 0.5, 0, False),
+    ]  # fmt: skip
+    rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
+    assert [row[1] for row in rows] == ["overlap", "exact"]
+    overlap, exact = rows
+    assert overlap[2:4] == ["2", "0"] and exact[3] == "40"
+    assert overlap[4].startswith("0.40 ") and exact[4].startswith("0.80 ")
+    assert overlap[5:7] == ["0.30 (1)", "0.50 (1)"]
+    assert overlap[7].startswith("\N{MINUS SIGN}0.40 ") and overlap[7].endswith("n = 2")
+    assert exact[7] == "–"
+    assert overlap[8] == "\N{MINUS SIGN}0.4 / \N{MINUS SIGN}0.8 / –"
+    assert overlap[10].rstrip(" |") == "0.00" and exact[10].rstrip(" |") == "1.00"
