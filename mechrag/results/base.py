@@ -64,6 +64,23 @@ class Serializable:
         """What a notebook shows for this result: :meth:`to_html`."""
         return self.to_html()
 
+    def show(self) -> None:
+        """Show this result where it is asked for: its view in a notebook, its table (or JSON,
+        for a result without one) in a terminal."""
+        try:
+            from IPython import get_ipython
+        except ImportError:  # no IPython: a terminal
+            get_ipython = None
+        shell = get_ipython() if get_ipython else None
+        if shell is not None and getattr(shell, "kernel", None) is not None:
+            from IPython.display import HTML, display
+
+            display(HTML(self.to_html()))
+        elif hasattr(self, "to_frame"):
+            print(self.to_frame().to_string(index=False))
+        else:
+            print(self.to_json())
+
     def to_html_page(self, title: str | None = None) -> str:
         """A complete self-contained page of this result: no script, nothing loaded."""
         from mechrag.views.render import to_html_page

@@ -107,7 +107,8 @@ class Backend:
 
 def read_toml(path: str | Path) -> dict:
     """A sweep config file: top-level keys of :class:`SweepConfig` plus ``out`` and a
-    ``[backend]`` table (``name``, ``address``, ``workers``, ``gpus_per_worker``)."""
+    ``[backend]`` table (the fields of :class:`Backend`: ``name``, ``address``, ``workers``,
+    ``gpus_per_worker``, ``threads``, ``device``, ``device_map``)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the same parser, as the tomli package

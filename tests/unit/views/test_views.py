@@ -46,6 +46,26 @@ def test_every_result_has_its_view_and_is_inert(results, kind):
     assert_inert(page)
 
 
+@pytest.mark.parametrize("kind", ["attribution", "components"])
+def test_show_draws_the_view_in_a_notebook_and_the_table_in_a_terminal(
+    results, kind, monkeypatch, capsys
+):
+    import types
+
+    IPython = pytest.importorskip("IPython", reason="IPython is not installed")
+    import IPython.display
+
+    result = results[kind]
+    result.show()  # no notebook kernel here: the table
+    assert capsys.readouterr().out.strip() == result.to_frame().to_string(index=False).strip()
+    shown = []
+    notebook = types.SimpleNamespace(kernel=object())
+    monkeypatch.setattr(IPython, "get_ipython", lambda: notebook)
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    result.show()
+    assert [item.data for item in shown] == [result.to_html()]
+
+
 def test_source_query_and_response_text_is_escaped(results):
     markup = results["attribution"].to_html()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markup
