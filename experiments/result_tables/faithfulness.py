@@ -77,8 +77,9 @@ def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
     "apart (n); the paired difference from exact ARC-JSD's LDS on the same questions (sign-flip "
     "p); top-k removal / keep = mean change of the response's log-probability (nats) when the "
     "method's top 1 / 3 / 5 sentences are removed / kept alone (more negative removal and less "
-    "negative keep = more faithful); `random` = a seeded random ranking; gold top-1 = the share "
-    "of questions whose top sentence is a gold one.",
+    "negative keep = more faithful); `random` = seeded random scores in [0, 1), the floor (its "
+    "LDS comes only from how many sentences a mask keeps); gold top-1 = the share of questions "
+    "whose top sentence is a gold one.",
 )
 def faithfulness_table(records: list[dict]) -> str:
     header = ["data", "method", "n", "passes", "LDS", "LDS correct (n)", "LDS wrong (n)",
@@ -112,7 +113,9 @@ def faithfulness_figure(records: list[dict], path: Path) -> None:
     sizes = list(dict.fromkeys(size for size, _ in groups))
     methods = sorted({method for _, method in groups})
     colours = dict(zip(methods, plt.get_cmap("tab20").colors))
-    figure, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4.2), squeeze=False)
+    legend_width = 2.4  # inches to the right of the panels
+    width = 5.2 * len(sizes) + legend_width
+    figure, axes = plt.subplots(1, len(sizes), figsize=(width, 4.2), squeeze=False)
     for ax, size in zip(axes[0], sizes):
         for (at, method), found in groups.items():
             if at != size:
@@ -130,7 +133,7 @@ def faithfulness_figure(records: list[dict], path: Path) -> None:
         handles.update(zip(*reversed(ax.get_legend_handles_labels())))
     figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
     figure.suptitle(f"{records[0]['settings']['model']}: faithfulness (LDS) against cost")
-    figure.tight_layout(rect=(0, 0, 0.8, 1))
+    figure.tight_layout(rect=(0, 0, 1 - legend_width / width, 1))
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)
     plt.close(figure)

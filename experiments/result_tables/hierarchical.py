@@ -98,7 +98,7 @@ def replay_check(records: list[dict]) -> str:
     "fewer calls = summed exact model calls / summed calls of the rule (model calls, not "
     "seconds); [95% bootstrap CI]. "
     "Chosen: the rule with the fewest calls over the training-split examples whose top-1 "
-    "agreement reaches 0.95 (the issue's goal) at every training size; the dev rows report it.",
+    "agreement reaches 0.95 (the goal set for it) at every training size; the dev rows report it.",
     optional=True,
 )
 def hierarchical_rules_table(records: list[dict]) -> str:

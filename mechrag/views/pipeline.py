@@ -1,6 +1,7 @@
 """Views of a :class:`~mechrag.retrieval.rag_e.PipelineExplanation` (both sides of one RAG answer
-and their alignment) and of a retriever :class:`~mechrag.retrieval.integrated_gradients.
-TokenAttribution` (integrated-gradients saliency over one text)."""
+and their alignment) and of a retriever
+:class:`~mechrag.retrieval.integrated_gradients.TokenAttribution` (integrated-gradients saliency
+over one text)."""
 
 from __future__ import annotations
 
