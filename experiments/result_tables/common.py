@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -184,3 +185,19 @@ def declared_order(declared: dict[str, str], name: str) -> int:
     that lists known names in their declared order and keeps the others as they appear."""
     names = list(declared)
     return names.index(name) if name in names else len(names)
+
+
+def save_with_legend(figure, axes, title: str, path: Path, right: float) -> None:
+    """One legend for the methods of every panel in ``axes`` (the figure's right, beyond
+    ``right``, a fraction of its width), ``title`` above, written to ``path``."""
+    import matplotlib.pyplot as plt
+
+    handles = {}
+    for ax in axes:
+        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
+    figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
+    figure.suptitle(title)
+    figure.tight_layout(rect=(0, 0, right, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120)
+    plt.close(figure)

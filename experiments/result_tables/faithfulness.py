@@ -9,7 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import Table, grouped, interval, markdown, number, paired_difference, table
+from .common import (
+    Table,
+    grouped,
+    interval,
+    markdown,
+    number,
+    paired_difference,
+    save_with_legend,
+    table,
+)
 
 TABLES: dict[str, Table] = {}
 REFERENCE = "exact"  # the paired column compares every method with exact ARC-JSD
@@ -128,12 +137,5 @@ def faithfulness_figure(records: list[dict], path: Path) -> None:
                xlabel="forward passes per question (log; ½: none)",
                ylabel="mean LDS (32 held-out masks)")  # fmt: skip
         ax.grid(alpha=0.3)
-    handles = {}
-    for ax in axes[0]:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
-    figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
-    figure.suptitle(f"{records[0]['settings']['model']}: faithfulness (LDS) against cost")
-    figure.tight_layout(rect=(0, 0, 1 - legend_width / width, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    title = f"{records[0]['settings']['model']}: faithfulness (LDS) against cost"
+    save_with_legend(figure, axes[0], title, path, right=1 - legend_width / width)

@@ -13,7 +13,16 @@ import numpy as np
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import spearman_test
 
-from .common import Table, declared_order, grouped, interval, markdown, ratio_interval, table
+from .common import (
+    Table,
+    declared_order,
+    grouped,
+    interval,
+    markdown,
+    ratio_interval,
+    save_with_legend,
+    table,
+)
 
 TABLES: dict[str, Table] = {}
 
@@ -334,12 +343,5 @@ def frontier_figure(records: list[dict], path: Path) -> None:
                xlabel="speed-up over exact ARC-JSD (log)", ylabel="mean Spearman with exact",
                title=f"context size {size} (labels: top-1 agreement)")  # fmt: skip
         ax.grid(alpha=0.3)
-    handles = {}
-    for ax in axes[0]:
-        handles.update(zip(*reversed(ax.get_legend_handles_labels())))
-    figure.legend(handles.values(), handles.keys(), loc="center right", fontsize=8)
-    figure.suptitle(f"{model}: fast attribution against exact ARC-JSD")
-    figure.tight_layout(rect=(0, 0, 0.8, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    title = f"{model}: fast attribution against exact ARC-JSD"
+    save_with_legend(figure, axes[0], title, path, right=0.8)
