@@ -69,6 +69,11 @@ METHODS = (
 WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
             "attention_after_generation")  # fmt: skip
 SCREEN_CANDIDATES = 5
+# The target the committed ContextCite records were made with (the summed per-token log-odds,
+# mechrag's ContextCite before 0.3), pinned so that they stay what this script makes; ContextCite
+# itself now regresses the response's log-odds, as context-cite does ("logit_prob"): the records
+# move to it when they are rerun.
+CONTEXTCITE_TARGET = "total_token_logit_prob"
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
 
 
@@ -92,9 +97,9 @@ def configured(name: str, model_name: str):
         "attention_fitted": lambda: AttentionAttribution(weights="fitted"),
         "attention_rescored5": lambda: AttentionAttribution(weights="fitted", rescore=5),
         "attention_after_generation": lambda: AttentionAttribution(weights="fitted"),
-        "contextcite32": lambda: ContextCite(budget=32),
-        "contextcite64": lambda: ContextCite(budget=64),
-        "contextcite256": lambda: ContextCite(budget=256),
+        "contextcite32": lambda: ContextCite(budget=32, value=CONTEXTCITE_TARGET),
+        "contextcite64": lambda: ContextCite(budget=64, value=CONTEXTCITE_TARGET),
+        "contextcite256": lambda: ContextCite(budget=256, value=CONTEXTCITE_TARGET),
         "leverage32": lambda: LeverageSHAP(budget=32),
         "pmcshap32": lambda: PMCSHAP(budget=32),
         "loo": lambda: LeaveOneOut(),

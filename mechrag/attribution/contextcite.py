@@ -2,7 +2,8 @@
 
 Random coalitions keep each source with probability ``keep_prob`` (0.5); a LASSO regression of
 the target on the keep-masks gives one weight per source. For RAG the target is the response's
-logit-probability (:mod:`mechrag.attribution.games`, ``value="logit_prob"``). The LASSO is solved
+logit-probability, the log-odds of the whole response (:mod:`mechrag.attribution.games`,
+``value="logit_prob"``, as context-cite computes it). The LASSO is solved
 here by cyclic coordinate descent on standardised features (no scikit-learn dependency).
 """
 

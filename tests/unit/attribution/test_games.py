@@ -49,8 +49,12 @@ def test_values_follow_independent_passes(case):
     np.testing.assert_allclose(case.game("logprob")(masks), direct.sum(1), atol=1e-5)
     np.testing.assert_allclose(case.game("token_prob")(masks), np.exp(direct), rtol=1e-5)
     p = np.exp(direct)
-    logit = np.log(p / (1 - p)).sum(1)
-    np.testing.assert_allclose(case.game("logit_prob")(masks), logit, rtol=1e-4)
+    per_token = np.log(p / (1 - p)).sum(1)
+    np.testing.assert_allclose(case.game("total_token_logit_prob")(masks), per_token, rtol=1e-4)
+    response = p.prod(1)  # ContextCite's target: the log-odds of the whole response
+    np.testing.assert_allclose(
+        case.game("logit_prob")(masks), np.log(response / (1 - response)), rtol=1e-4
+    )
     assert case.token_divergences(masks)[2].max() < 1e-7  # the full context against itself
 
 

@@ -52,7 +52,8 @@ def test_show_draws_the_view_in_a_notebook_and_the_table_in_a_terminal(
 ):
     import types
 
-    IPython = pytest.importorskip("IPython", reason="IPython is not installed")
+    pytest.importorskip("IPython", reason="IPython is not installed")
+    import IPython
     import IPython.display
 
     result = results[kind]
