@@ -136,6 +136,7 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
         (tokens, chosen), seconds, memory = timed(lambda b=budget: run_all(b), device)
         rows.append({
             "shape": THROUGHPUT_SHAPE, "layers": model.cfg.n_layers, "questions": len(questions),
+            "dtype": str(dtype).removeprefix("torch."),
             "max_batch_tokens": chosen, "chosen_by_engine": not budget, "seconds": seconds,
             "questions_per_second": len(questions) / seconds,
             "tokens_per_second": tokens / seconds, "peak_gib": memory,

@@ -29,7 +29,7 @@ import time
 import zlib
 from pathlib import Path
 
-from frontier_cases import EVERY_EXAMPLE, examples_of_size, run_folder
+from frontier_cases import EVERY_EXAMPLE, SIZES, examples_of_size, run_folder
 
 PAPER_SIZES = ("hotpotqa_dev", "musique_dev")
 RANDOM = "random"
@@ -43,13 +43,14 @@ def random_scores(question_id: str, n_sources: int):
 
 
 def recorded_questions(frontier: list[dict], sizes) -> list[tuple[str, str, list[dict]]]:
-    """``(size, id, records)`` per question of ``sizes`` in the frontier's records, the
-    questions with the most recorded methods first (then in size and record order); records
-    whose response differs from the question's first are left out, said in one line."""
+    """``(size, id, records)`` per question of ``sizes`` in the frontier's records, the newest
+    record of each method (a rerun or refit supersedes the earlier one), the questions with the
+    most recorded methods first (then in size and record order); records whose response differs
+    from the question's first are left out, said in one line."""
+    newest = {(r["size"], r["id"], r["method"]): r for r in frontier if r["size"] in sizes}
     grouped: dict[tuple[str, str], list[dict]] = {}
-    for record in frontier:
-        if record["size"] in sizes:
-            grouped.setdefault((record["size"], record["id"]), []).append(record)
+    for record in newest.values():
+        grouped.setdefault((record["size"], record["id"]), []).append(record)
     questions = []
     for (size, question), records in grouped.items():
         same = [r for r in records if r["response_ids"] == records[0]["response_ids"]]
@@ -112,13 +113,18 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     from mechrag import Case
-    from mechrag.metrics.faithfulness import N_MASKS, TOP_KS
+    from mechrag.metrics.faithfulness import HELD_OUT_STREAM, N_MASKS, TOP_KS
     from mechrag.models.loading import load_model
     from mechrag.results.files import append_jsonl, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
-    settings = {"model": args.model, "n_masks": N_MASKS, "seed": 0, "top_ks": list(TOP_KS)}
+    settings = {"model": args.model, "n_masks": N_MASKS, "seed": 0, "top_ks": list(TOP_KS),
+                "held_out_stream": HELD_OUT_STREAM}  # fmt: skip
+    frontier = [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
+    questions = recorded_questions(frontier, args.sizes)[: args.questions]
+    if not questions:
+        raise SystemExit(f"no {args.model} records of {args.sizes} in {args.frontier}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     done = {
@@ -126,8 +132,6 @@ def run(args: argparse.Namespace) -> None:
         for r in run_records(out)
         if r.get("settings") == settings
     }
-    frontier = [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
-    questions = recorded_questions(frontier, args.sizes)[: args.questions]
     model = None
     examples: dict[str, dict] = {}
     for size, question, records in questions:
@@ -140,7 +144,7 @@ def run(args: argparse.Namespace) -> None:
             examples[size] = {e.id: e for e in examples_of_size(size, EVERY_EXAMPLE)}
         example = examples[size][question]
         case = Case.from_example(model, example, response=list(records[0]["response_ids"]))
-        if [s.id for s in case.sources] != records[0]["source_ids"]:
+        if any([s.id for s in case.sources] != r["source_ids"] for r in records):
             raise RuntimeError(f"{size}/{question}: the frontier scored other sources")
         evaluated = evaluate_question(case, records, settings)
         for record in evaluated:
@@ -159,7 +163,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m", choices=("smollm2-135m", "gemma3-270m"))
-    parser.add_argument("--sizes", nargs="+", default=list(PAPER_SIZES))
+    parser.add_argument("--sizes", nargs="+", default=list(PAPER_SIZES), choices=SIZES)
     parser.add_argument("--questions", type=positive_int, default=None, help="at most this many")
     parser.add_argument("--threads", type=positive_int, default=2)
     parser.add_argument("--frontier", default=None, help="default: experiments/runs/frontier_MODEL")

@@ -53,7 +53,7 @@ def by_size_and_method(records: list[dict]) -> dict[tuple[str, str], list[dict]]
 
 def split_lds(found: list[dict], correct: bool) -> str:
     values = [r["lds"] for r in found if r["correct"] == correct]
-    return f"{np.mean(values):.2f} ({len(values)})" if values else "–"
+    return f"{number(np.mean(values), 2)} ({len(values)})" if values else "–"
 
 
 def changes(found: list[dict], field: str) -> str:
@@ -86,8 +86,9 @@ def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
     "apart (n); the paired difference from exact ARC-JSD's LDS on the same questions (sign-flip "
     "p); top-k removal / keep = mean change of the response's log-probability (nats) when the "
     "method's top 1 / 3 / 5 sentences are removed / kept alone (more negative removal and less "
-    "negative keep = more faithful); `random` = seeded random scores in [0, 1), the floor (its "
-    "LDS comes only from how many sentences a mask keeps); gold top-1 = the share of questions "
+    "negative keep = more faithful); `random` = seeded random scores in [0, 1), the floor "
+    "(positive weights partly track how many sentences a mask keeps, which alone predicts some "
+    "of the output); gold top-1 = the share of questions "
     "whose top sentence is a gold one.",
 )
 def faithfulness_table(records: list[dict]) -> str:

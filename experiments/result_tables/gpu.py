@@ -67,7 +67,8 @@ def gpu_check_table(records: list[dict]) -> str:
         lines += [
             "",
             f"Throughput, exact ARC-JSD over {first['questions']} HotpotQA dev questions (every "
-            f"paragraph) at the {first['shape']} shape, bf16, one case at a time:",
+            f"paragraph) at the {first['shape']} shape ({first['layers']} layers, "
+            f"{first['dtype']}), one case at a time:",
             "",
             markdown(
                 ["engine token budget", "questions / s", "tokens / s", "peak GiB"],

@@ -74,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         sub = commands.add_parser(
             name,
             help=module.HELP,
-            description=plain_text(module.__doc__),
+            description=plain_text(module.__doc__ or ""),
             epilog=f"example:\n\n    {module.EXAMPLE}",
             formatter_class=HelpFormatter,
         )

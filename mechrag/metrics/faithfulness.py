@@ -32,6 +32,9 @@ from mechrag.results.base import Serializable
 N_MASKS = 32
 KEEP = 0.5
 TOP_KS = (1, 3, 5)
+# The held-out masks' own random stream: ``default_rng(seed)`` is what ContextCite draws its
+# training masks from, so the same seed would evaluate it on the masks it was fitted to.
+HELD_OUT_STREAM = 0x5EED
 
 
 def _log_one_minus(log_p: np.ndarray) -> np.ndarray:
@@ -60,12 +63,14 @@ def held_out_masks(
     n_sources: int, n_masks: int = N_MASKS, keep: float = KEEP, seed: int = 0
 ) -> Bool[np.ndarray, "n_masks n_sources"]:
     """``n_masks`` random masks, each source kept with probability ``keep``, from ``seed`` and
-    ``n_sources`` alone (so every method on one case gets the same masks)."""
+    ``n_sources`` alone (so every method on one case gets the same masks), on a stream of their
+    own (:data:`HELD_OUT_STREAM`): held out from any method's random masks of the same seed."""
     if n_masks < 2:
         raise InputError(f"LDS needs at least 2 masks, got {n_masks}")
     if not 0 < keep < 1:
         raise InputError(f"keep must lie in (0, 1), got {keep}")
-    return np.random.default_rng(seed).random((n_masks, n_sources)) < keep
+    stream = np.random.default_rng(np.random.SeedSequence([seed, HELD_OUT_STREAM]))
+    return stream.random((n_masks, n_sources)) < keep
 
 
 @dataclass

@@ -73,9 +73,10 @@ def _check_precision(record: dict, done: dict[str, dict], config: SweepConfig, o
     made_in = record.get("dtype")  # absent for a method that needs no model
     if config.dtype is None and earlier and made_in is not None and made_in not in earlier:
         raise InputError(
-            f"{out} holds records made in {', '.join(sorted(earlier))}; this model is in "
-            f"{made_in}: give the sweep that dtype (--dtype) so that one sweep does not "
-            "mix precisions"
+            f"{out} holds records made in {', '.join(sorted(earlier))}; this model loaded in "
+            f"{made_in}: resume it where the model loads in {', '.join(sorted(earlier))} (the "
+            "same kind of device), or sweep into a new folder with --dtype, so that one sweep "
+            "does not mix precisions"
         )
 
 

@@ -11,7 +11,7 @@ from helpers import REPO
 from result_tables.faithfulness import faithfulness_table
 
 from mechrag import Case
-from mechrag.metrics.faithfulness import lds, topk_keep, topk_removal
+from mechrag.metrics.faithfulness import held_out_masks, lds, topk_keep, topk_removal
 
 SCRIPT = REPO / "experiments" / "faithfulness.py"
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall.", "Ana rows."]
@@ -38,10 +38,11 @@ def test_recorded_scores_are_evaluated_on_one_set_of_masks(tiny_llama):
     assert [r["method"] for r in evaluated] == ["loo", "query_overlap", "random"]
     passes = case.engine.forward_passes
     fresh = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
-    masks = np.random.default_rng(0).random((8, len(DOCS))) < 0.5
+    masks = held_out_masks(len(DOCS), n_masks=8, seed=0)
     for record, source in zip(evaluated, [loo.scores, overlap, None]):
         scores = script["random_scores"]("q1", len(DOCS)) if source is None else source
         assert record["lds"] == pytest.approx(lds(fresh, scores, masks=masks).value)
+        lds(case, scores, n_masks=8), topk_removal(case, scores), topk_keep(case, scores)
         removal = {str(k): v for k, v in topk_removal(fresh, scores).items()}
         kept = {str(k): v for k, v in topk_keep(fresh, scores).items()}
         assert record["topk_removal"] == pytest.approx(removal, rel=1e-4, abs=1e-5)

@@ -32,6 +32,7 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
                    "engine": timing(1.0, 0.5), "naive": timing(2.5, 0.2),
                    "plain_forward": timing(1.5, 0.3)}],
         "throughput": [{"shape": "smollm2-135m", "questions": 20, "max_batch_tokens": 65536,
+                        "layers": 30, "dtype": "bfloat16",
                         "chosen_by_engine": True, "questions_per_second": 4.0,
                         "tokens_per_second": 2.5e6, "peak_gib": None}],
     }  # fmt: skip
@@ -42,4 +43,5 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
     row = "| qwen2-7b | 7.60B | 36 / 1274 | 1.00 (50%) | 2.50 (20%) | 1.50 (30%) | 3.5 | 2.50x |"
     assert row in table
     assert "| 65,536 (the engine's choice) | 4.00 | 2,500,000 | n/a |" in table
-    assert "over 20 HotpotQA dev questions" in table
+    assert "over 20 HotpotQA dev questions (every paragraph) at the smollm2-135m shape (30 " \
+        "layers, bfloat16)" in table.replace("\n", " ")

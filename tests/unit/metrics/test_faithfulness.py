@@ -72,6 +72,23 @@ def test_held_out_masks_depend_on_the_seed_and_keep_about_half():
     assert not np.array_equal(masks, held_out_masks(40, n_masks=500, seed=2))
 
 
+def test_held_out_masks_are_not_contextcites_training_masks(case):
+    """ContextCite fits on keep-½ masks drawn from its seed; LDS at the same seed must score it
+    on other masks, or it grades ContextCite on its training data."""
+    from mechrag.attribution.contextcite import contextcite_surrogate
+
+    n = 12
+    trained = []
+    def value(masks):
+        trained.append(np.asarray(masks, dtype=bool))
+        return np.asarray(masks, dtype=float).sum(1)
+
+    contextcite_surrogate(value, n, budget=64, seed=0, keep_prob=0.5, l1=0.01)
+    fitted_on = {tuple(row) for masks in trained for row in np.asarray(masks, dtype=bool)}
+    held_out = {tuple(row) for row in held_out_masks(n, n_masks=32, seed=0)}
+    assert fitted_on and not held_out & fitted_on
+
+
 def test_topk_removal_and_keep_against_brute_force(case):
     attribution = case.attribute("loo")
     order = np.argsort(-attribution.scores, kind="stable")

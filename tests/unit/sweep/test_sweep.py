@@ -264,7 +264,7 @@ def test_a_sweep_without_dtype_refuses_to_resume_in_another_precision(tmp_path):
     sweep("arc_jsd", "squad", n=1, out=tmp_path, **settings)
     lines = (tmp_path / RECORDS_FILE).read_text().replace('"float32"', '"bfloat16"')
     (tmp_path / RECORDS_FILE).write_text(lines)
-    with pytest.raises(ValueError, match="made in bfloat16; this model is in float32"):
+    with pytest.raises(ValueError, match="made in bfloat16; this model loaded in float32"):
         sweep("arc_jsd", "squad", n=2, out=tmp_path, **settings)
     assert len(records(tmp_path)) == 1  # nothing written
     frame = sweep("arc_jsd", "squad", n=2, out=tmp_path / "pinned", dtype="float32", **settings)
