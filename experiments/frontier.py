@@ -265,6 +265,9 @@ def run(args: argparse.Namespace) -> None:
                         "forward_passes": result.forward_passes,
                         "tokens_processed": result.metadata["tokens_processed"],
                         "model_calls": result.model_calls,
+                        # The game a sampling estimator fitted (ContextCite's target changed in
+                        # 0.3): None for the methods that have none.
+                        "value": result.metadata.get("value"),
                     },
                 )
                 print(
