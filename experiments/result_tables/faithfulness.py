@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mechrag.metrics.faithfulness import HELD_OUT_STREAM
+
 from .common import (
     Table,
     grouped,
@@ -72,11 +74,18 @@ def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
     return f"{paired_difference(differences, digits=2)}, n = {len(pairs)}"
 
 
+def held_out(records: list[dict]) -> list[dict]:
+    """The records scored on masks held out from every method's own (their stream named in the
+    settings; records made before it scored ContextCite on its training masks)."""
+    return [r for r in records if r["settings"].get("held_out_stream") == HELD_OUT_STREAM]
+
+
 @table(
     TABLES,
     "faithfulness_smollm2",
     run="faithfulness_smollm2",
     key=faithfulness_key,
+    select=held_out,
     optional=True,
     note="Per data set (dev split, every paragraph) and method, by cost: passes = the method's "
     "median forward passes per question (the frontier's records); LDS = Spearman ρ between the "

@@ -331,3 +331,14 @@ def test_the_encoder_feeds_its_inputs_to_the_device_of_its_weights(tmp_path):
     assert moved.device == torch.device("meta")
     batch = moved.tokenize(["the cat sat", "red dog"])
     assert {tensor.device for tensor in batch.values()} == {torch.device("meta")}
+
+
+def test_load_encoder_puts_the_weights_on_the_device_asked(tmp_path):
+    from mechrag.retrieval.encoder import load_encoder
+
+    encoder = _tiny_encoder(tmp_path)
+    encoder.model.save_pretrained(tmp_path / "saved")
+    encoder.tokenizer.save_pretrained(tmp_path / "saved")
+    loaded = load_encoder(tmp_path / "saved", pooling="mean", normalize=True, device="meta")
+    assert loaded.device == torch.device("meta")
+    assert load_encoder(tmp_path / "saved", pooling="mean", normalize=True).device.type == "cpu"
