@@ -82,3 +82,20 @@ def test_documented_paths_work_without_a_warning():
         from mechrag.results import Attribution, ComponentAttribution  # noqa: F401
 
         assert mechrag.load_model is load_model and mechrag.explain.__module__.endswith("rag_e")
+
+
+def test_the_readme_is_short_and_results_headings_name_questions_not_dates():
+    """A newcomer's first page stays a page; RESULTS.md is organised by question, not by when
+    things ran (its history lives in experiments/archive/)."""
+    import re
+
+    from helpers import REPO
+
+    assert len((REPO / "README.md").read_text().splitlines()) <= 250
+    headings = [
+        line for line in (REPO / "experiments" / "RESULTS.md").read_text().splitlines()
+        if line.startswith("#")
+    ]  # fmt: skip
+    dated = [h for h in headings if re.search(r"\b20\d\d-\d\d|\bissue\b|\bsession\b", h, re.I)]
+    assert headings and not dated
+    assert "## Summary" in headings and headings.index("## Summary") < 3
