@@ -66,18 +66,21 @@ def evaluate_question(case, records: list[dict], settings: dict) -> list[dict]:
     masks scored together in one batch through ``case``."""
     import numpy as np
 
-    from mechrag.metrics.faithfulness import held_out_masks, lds, topk_keep, topk_removal
+    from mechrag.metrics.faithfulness import (
+        held_out_masks,
+        lds,
+        topk_keep,
+        topk_masks,
+        topk_removal,
+    )
 
     scores = {r["method"]: np.asarray(r["scores"], dtype=float) for r in records}
     scores[RANDOM] = random_scores(records[0]["id"], case.n_sources)
     masks = held_out_masks(case.n_sources, settings["n_masks"], seed=settings["seed"])
     rows = [masks, case.full_mask()[None]]
     for found in scores.values():  # every top-k subset, so one batch scores them all
-        order = np.argsort(-found, kind="stable")
-        for k in (k for k in settings["top_ks"] if k <= case.n_sources):
-            kept = np.zeros((1, case.n_sources), dtype=bool)
-            kept[0, order[:k]] = True
-            rows += [kept, ~kept]
+        _, kept = topk_masks(found, settings["top_ks"])
+        rows += [kept, ~kept]
     passes, started = case.engine.forward_passes, time.perf_counter()
     case.token_logprobs(np.unique(np.concatenate(rows), axis=0))
     seconds = time.perf_counter() - started
@@ -97,8 +100,12 @@ def evaluate_question(case, records: list[dict], settings: dict) -> list[dict]:
                 "correct": first["correct"],
                 "top1_gold": ranked_first in first["gold_ids"],
                 "lds": lds(case, found, masks=masks).value,
-                "topk_removal": {str(k): v for k, v in topk_removal(case, found).items()},
-                "topk_keep": {str(k): v for k, v in topk_keep(case, found).items()},
+                "topk_removal": {
+                    str(k): v for k, v in topk_removal(case, found, settings["top_ks"]).items()
+                },
+                "topk_keep": {
+                    str(k): v for k, v in topk_keep(case, found, settings["top_ks"]).items()
+                },
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
                 "threads": first["threads"],

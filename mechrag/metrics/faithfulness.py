@@ -121,15 +121,24 @@ def _scores_on(case, attribution) -> Float[np.ndarray, " n_sources"]:
     return np.asarray(attribution.scores, dtype=np.float64)
 
 
-def _top_k_changes(case, attribution, ks: Sequence[int], kept: bool) -> dict[int, float]:
-    order = np.argsort(-_scores_on(case, attribution), kind="stable")
+def topk_masks(
+    scores: Float[np.ndarray, " n_sources"], ks: Sequence[int]
+) -> tuple[list[int], Bool[np.ndarray, "n_ks n_sources"]]:
+    """``(ks, masks)``: each ``k`` up to the number of sources, and the mask keeping the ``k``
+    top-scored sources (ties rank in source order)."""
     ks = [int(k) for k in ks]
     if any(k < 1 for k in ks):
         raise InputError(f"k must be at least 1, got {ks}")
-    ks = [k for k in ks if k <= case.n_sources]
-    masks = np.zeros((len(ks), case.n_sources), dtype=bool)
+    ks = [k for k in ks if k <= len(scores)]
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    masks = np.zeros((len(ks), len(scores)), dtype=bool)
     for row, k in enumerate(ks):
         masks[row, order[:k]] = True
+    return ks, masks
+
+
+def _top_k_changes(case, attribution, ks: Sequence[int], kept: bool) -> dict[int, float]:
+    ks, masks = topk_masks(_scores_on(case, attribution), ks)
     masks = masks if kept else ~masks
     full = case.token_logprobs(case.full_mask()[None]).sum()
     changed = case.token_logprobs(masks).sum(-1) if ks else np.zeros(0)
