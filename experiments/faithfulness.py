@@ -9,7 +9,7 @@ how far the response's log-probability moves when a method's top 1, 3 and 5 sour
 or kept alone.
 
 Each question of the frontier's records (``experiments/frontier.py``; by default the dev samples
-with every paragraph, which nothing was fitted on) is rebuilt once on its recorded response; its
+with every paragraph, which nothing was fitted on) is rebuilt on its recorded response; its
 held-out masks and every method's top-k subsets are scored in one batch through that case, so
 the masks are the same for every method. Each method's recorded scores then give its measures; its
 cost (passes, seconds) is the frontier's. ``random`` is a seeded random ranking of the same
@@ -17,6 +17,8 @@ sources: the floor every method should clear. Questions with the most recorded m
 
 Records go to ``--out`` (one line per question and method, resumable: a rerun skips what is
 there); ``make results`` builds the tables and the plot of LDS against cost from them alone.
+Every scored subset's ``log p`` is kept in ``--out``'s ``scored/`` run folder, so a method whose
+frontier records arrive later costs only its own top-k subsets, not the held-out masks again.
 
     python experiments/faithfulness.py --model smollm2-135m --threads 2
 """
@@ -24,21 +26,23 @@ there); ``make results`` builds the tables and the plot of LDS against cost from
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 from frontier_cases import EVERY_EXAMPLE, SIZES, examples_of_size, run_folder
 
 PAPER_SIZES = ("hotpotqa_dev", "musique_dev")
 RANDOM = "random"
+SCORED = "scored"  # the run folder's subfolder of each scored subset's log p, per question
 
 
 def random_scores(question_id: str, n_sources: int):
     """A random ranking of ``n_sources``, seeded by the question (the same in every run)."""
-    import numpy as np
-
     return np.random.default_rng(zlib.crc32(question_id.encode())).random(n_sources)
 
 
@@ -61,34 +65,64 @@ def recorded_questions(frontier: list[dict], sizes) -> list[tuple[str, str, list
     return sorted(questions, key=lambda q: (-len(q[2]), order[q[0]]))
 
 
-def evaluate_question(case, records: list[dict], settings: dict) -> list[dict]:
-    """One record per method (and :data:`RANDOM`) of one question: LDS and top-k changes on
-    masks scored together in one batch through ``case``."""
-    import numpy as np
+def row_key(mask) -> str:
+    """A mask as a string of ``0``/``1`` per source: the key its stored log-probability has."""
+    return "".join("1" if kept else "0" for kept in mask)
 
-    from mechrag.metrics.faithfulness import (
-        held_out_masks,
-        lds,
-        topk_keep,
-        topk_masks,
-        topk_removal,
-    )
 
-    scores = {r["method"]: np.asarray(r["scores"], dtype=float) for r in records}
-    scores[RANDOM] = random_scores(records[0]["id"], case.n_sources)
-    masks = held_out_masks(case.n_sources, settings["n_masks"], seed=settings["seed"])
-    rows = [masks, case.full_mask()[None]]
-    for found in scores.values():  # every top-k subset, so one batch scores them all
+def needed_rows(scores: dict[str, np.ndarray], settings: dict) -> np.ndarray:
+    """Every subset one question's measures read: the held-out masks, the full context, and each
+    method's top-k subsets kept and removed (unique rows)."""
+    from mechrag.metrics.faithfulness import held_out_masks, topk_masks
+
+    n_sources = len(next(iter(scores.values())))
+    rows = [held_out_masks(n_sources, settings["n_masks"], seed=settings["seed"])]
+    rows.append(np.ones((1, n_sources), dtype=bool))
+    for found in scores.values():
         _, kept = topk_masks(found, settings["top_ks"])
         rows += [kept, ~kept]
-    passes, started = case.engine.forward_passes, time.perf_counter()
-    case.token_logprobs(np.unique(np.concatenate(rows), axis=0))
-    seconds = time.perf_counter() - started
+    return np.unique(np.concatenate(rows), axis=0)
+
+
+def evaluate_question(
+    records: list[dict],
+    settings: dict,
+    known: dict[str, float],
+    score: Callable[[np.ndarray], np.ndarray],
+) -> tuple[list[dict], dict[str, float]]:
+    """One record per method (and :data:`RANDOM`) of one question, and the log-probabilities it
+    scored: LDS and top-k changes from ``known`` (the question's stored ``log p`` per
+    :func:`row_key`) and, for the subsets not in it, ``score(masks)`` (their ``log p``), called
+    once with all of them, so every method shares the held-out masks and a method added later
+    costs only its own top-k subsets."""
+    from mechrag.metrics.faithfulness import (
+        held_out_masks,
+        lds_of_outputs,
+        response_logit_prob,
+        topk_masks,
+    )
+
     first = records[0]
+    scores = {r["method"]: np.asarray(r["scores"], dtype=float) for r in records}
+    scores[RANDOM] = random_scores(first["id"], len(first["source_ids"]))
+    missing = [row for row in needed_rows(scores, settings) if row_key(row) not in known]
+    started = time.perf_counter()
+    scored = {}
+    if missing:
+        scored = dict(zip(map(row_key, missing), map(float, score(np.stack(missing)))))
+    seconds = time.perf_counter() - started
+    log_p = {**known, **scored}
+
+    def log_ps(masks: np.ndarray) -> np.ndarray:
+        return np.array([log_p[row_key(row)] for row in masks])
+
+    masks = held_out_masks(len(first["source_ids"]), settings["n_masks"], seed=settings["seed"])
+    outputs = response_logit_prob(log_ps(masks)[:, None])
+    full = log_p[row_key(np.ones(len(first["source_ids"]), dtype=bool))]
     evaluated = []
     for method, found in scores.items():
         cost = next((r for r in records if r["method"] == method), {})
-        ranked_first = case.sources[int(np.argmax(found))].id
+        ks, kept = topk_masks(found, settings["top_ks"])
         evaluated.append(
             {
                 "size": first["size"],
@@ -96,30 +130,61 @@ def evaluate_question(case, records: list[dict], settings: dict) -> list[dict]:
                 "method": method,
                 "settings": settings,
                 "dataset": first["dataset"],
-                "n_sources": case.n_sources,
+                "n_sources": len(first["source_ids"]),
                 "correct": first["correct"],
-                "top1_gold": ranked_first in first["gold_ids"],
-                "lds": lds(case, found, masks=masks).value,
-                "topk_removal": {
-                    str(k): v for k, v in topk_removal(case, found, settings["top_ks"]).items()
-                },
-                "topk_keep": {
-                    str(k): v for k, v in topk_keep(case, found, settings["top_ks"]).items()
-                },
+                "top1_gold": first["source_ids"][int(np.argmax(found))] in first["gold_ids"],
+                "lds": lds_of_outputs(found, masks, outputs)[0],
+                "topk_removal": dict(zip(map(str, ks), (log_ps(~kept) - full).tolist())),
+                "topk_keep": dict(zip(map(str, ks), (log_ps(kept) - full).tolist())),
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
                 "threads": first["threads"],
-                "evaluation_passes": case.engine.forward_passes - passes,
+                # What this evaluation scored (the subsets no earlier one had), and its seconds.
+                "evaluation_passes": len(scored),
                 "evaluation_seconds": seconds,
             }
         )
-    return evaluated
+    return evaluated, scored
+
+
+@functools.cache
+def example_of(size: str, question: str):
+    """The example ``question`` of ``size`` (each size's examples read once)."""
+    return {e.id: e for e in examples_of_size(size, EVERY_EXAMPLE)}[question]
+
+
+def question_scorer(
+    model: Callable, size: str, question: str, response: list[int], source_ids: list[str]
+) -> Callable[[np.ndarray], np.ndarray]:
+    """``score(masks)``: the ``log p`` of ``response`` under each mask, through a case of the
+    question on ``model()`` (the model and the example are read only when something is scored),
+    checked to hold the sources the frontier scored."""
+    from mechrag import Case
+
+    def score(masks: np.ndarray) -> np.ndarray:
+        case = Case.from_example(model(), example_of(size, question), response=response)
+        if [s.id for s in case.sources] != source_ids:
+            raise RuntimeError(f"{size}/{question}: the frontier scored other sources")
+        return case.token_logprobs(masks).sum(-1)
+
+    return score
+
+
+def stored_log_ps(out: Path, model: str) -> dict[tuple[str, str, tuple], dict[str, float]]:
+    """The ``log p`` of every subset scored so far, per ``(size, id, response)``."""
+    from mechrag.results.files import run_records
+
+    stored: dict[tuple[str, str, tuple], dict[str, float]] = {}
+    for line in run_records(out / SCORED):
+        if line["model"] == model:
+            key = (line["size"], line["id"], tuple(line["response_ids"]))
+            stored.setdefault(key, {}).update(line["log_p"])
+    return stored
 
 
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from mechrag import Case
     from mechrag.metrics.faithfulness import HELD_OUT_STREAM, N_MASKS, TOP_KS
     from mechrag.models.loading import load_model
     from mechrag.results.files import append_jsonl, run_records
@@ -135,25 +200,25 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     done = {
-        (r["size"], r["id"], r["method"])
-        for r in run_records(out)
-        if r.get("settings") == settings
+        (r["size"], r["id"], r["method"]) for r in run_records(out) if r.get("settings") == settings
     }
-    model = None
-    examples: dict[str, dict] = {}
+    stored = stored_log_ps(out, args.model)
+    model = functools.cache(lambda: load_model(args.model))  # loaded when first needed
     for size, question, records in questions:
         records = [r for r in records if (size, question, r["method"]) not in done]
         if not records:
             continue
-        if model is None:
-            model = load_model(args.model)
-        if size not in examples:
-            examples[size] = {e.id: e for e in examples_of_size(size, EVERY_EXAMPLE)}
-        example = examples[size][question]
-        case = Case.from_example(model, example, response=list(records[0]["response_ids"]))
-        if any([s.id for s in case.sources] != r["source_ids"] for r in records):
-            raise RuntimeError(f"{size}/{question}: the frontier scored other sources")
-        evaluated = evaluate_question(case, records, settings)
+        if any(r["source_ids"] != records[0]["source_ids"] for r in records):
+            raise RuntimeError(f"{size}/{question}: the frontier's records scored other sources")
+        response = list(records[0]["response_ids"])
+        score = question_scorer(model, size, question, response, records[0]["source_ids"])
+        known = stored.get((size, question, tuple(response)), {})
+        evaluated, scored = evaluate_question(records, settings, known, score)
+        if scored:
+            line = {"size": size, "id": question, "model": args.model,
+                    "response_ids": response, "log_p": scored}  # fmt: skip
+            append_jsonl(out / SCORED / "records.jsonl", line)
+            stored.setdefault((size, question, tuple(response)), {}).update(scored)
         for record in evaluated:
             if (size, question, record["method"]) not in done:
                 append_jsonl(out / "records.jsonl", record)

@@ -104,8 +104,19 @@ def lds(
     if masks.ndim != 2 or masks.shape[1] != case.n_sources:
         raise InputError(f"masks must be [n_masks, {case.n_sources}], got {masks.shape}")
     outputs = response_logit_prob(case.token_logprobs(masks))
-    predictions = masks.astype(np.float64) @ scores
-    return LDS(float(spearman(predictions, outputs)), masks, outputs, predictions)
+    value, predictions = lds_of_outputs(scores, masks, outputs)
+    return LDS(value, masks, outputs, predictions)
+
+
+def lds_of_outputs(
+    scores: Float[np.ndarray, " n_sources"],
+    masks: Bool[np.ndarray, "n_masks n_sources"],
+    outputs: Float[np.ndarray, " n_masks"],
+) -> tuple[float, Float[np.ndarray, " n_masks"]]:
+    """``(LDS, predictions)`` from masks whose outputs are already known (a replay of stored
+    scores): the Spearman correlation of ``masks @ scores`` with ``outputs``."""
+    predictions = np.asarray(masks, dtype=np.float64) @ np.asarray(scores, dtype=np.float64)
+    return float(spearman(predictions, np.asarray(outputs, dtype=np.float64))), predictions
 
 
 def _scores_on(case, attribution) -> Float[np.ndarray, " n_sources"]:

@@ -11,7 +11,7 @@ from helpers import REPO
 from result_tables.faithfulness import faithfulness_table
 
 from mechrag import Case
-from mechrag.metrics.faithfulness import held_out_masks, lds, topk_keep, topk_removal
+from mechrag.metrics.faithfulness import held_out_masks, lds, topk_keep, topk_masks, topk_removal
 
 SCRIPT = REPO / "experiments" / "faithfulness.py"
 DOCS = ["Ana lives in Oslo.", "Bo likes tea.", "Oslo is cold.", "Cy is tall.", "Ana rows."]
@@ -27,6 +27,17 @@ def frontier_record(case, method: str, scores, **fields) -> dict:
     }  # fmt: skip
 
 
+def scorer(case):
+    """The replay's ``score``, counting its calls."""
+    calls = []
+
+    def score(masks):
+        calls.append(len(masks))
+        return case.token_logprobs(masks).sum(-1)
+
+    return score, calls
+
+
 def test_recorded_scores_are_evaluated_on_one_set_of_masks(tiny_llama):
     script = runpy.run_path(str(SCRIPT))
     case = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
@@ -34,25 +45,45 @@ def test_recorded_scores_are_evaluated_on_one_set_of_masks(tiny_llama):
     overlap = [0, 0, 3, 0, 1]
     records = [frontier_record(case, "loo", loo.scores),
                frontier_record(case, "query_overlap", overlap, forward_passes=0)]  # fmt: skip
-    evaluated = script["evaluate_question"](case, records, SETTINGS)
+    score, calls = scorer(case)
+    evaluated, scored = script["evaluate_question"](records, SETTINGS, {}, score)
     assert [r["method"] for r in evaluated] == ["loo", "query_overlap", "random"]
-    passes = case.engine.forward_passes
+    assert calls == [len(scored)] and evaluated[0]["evaluation_passes"] == len(scored)
     fresh = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
     masks = held_out_masks(len(DOCS), n_masks=8, seed=0)
     for record, source in zip(evaluated, [loo.scores, overlap, None]):
         scores = script["random_scores"]("q1", len(DOCS)) if source is None else source
         assert record["lds"] == pytest.approx(lds(fresh, scores, masks=masks).value)
-        lds(case, scores, n_masks=8), topk_removal(case, scores), topk_keep(case, scores)
         removal = {str(k): v for k, v in topk_removal(fresh, scores).items()}
         kept = {str(k): v for k, v in topk_keep(fresh, scores).items()}
         assert record["topk_removal"] == pytest.approx(removal, rel=1e-4, abs=1e-5)
         assert record["topk_keep"] == pytest.approx(kept, rel=1e-4, abs=1e-5)
-    assert case.engine.forward_passes == passes  # the one batch held every subset
     assert evaluated[1]["top1_gold"] and not evaluated[1]["correct"]
     assert evaluated[0]["forward_passes"] == 6 and evaluated[2]["forward_passes"] == 0
     np.testing.assert_array_equal(
         script["random_scores"]("q1", 5), script["random_scores"]("q1", 5)
     )
+
+
+def test_a_method_added_later_scores_only_its_own_top_k_subsets(tiny_llama):
+    script = runpy.run_path(str(SCRIPT))
+    case = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
+    overlap = frontier_record(case, "query_overlap", [0, 0, 3, 0, 1], forward_passes=0)
+    later = frontier_record(case, "screen", [0.1, 0.5, 0.2, 0.0, 0.3])
+    score, calls = scorer(case)
+    first, known = script["evaluate_question"]([overlap], SETTINGS, {}, score)
+    again, scored = script["evaluate_question"]([overlap, later], SETTINGS, known, score)
+    # The held-out masks and the earlier top-k subsets are reused; only the new method's
+    # subsets (top 1, 3 of 5 kept and removed; top 5 removed is the empty context) are scored.
+    _, kept = topk_masks([0.1, 0.5, 0.2, 0.0, 0.3], [1, 3, 5])
+    new = {script["row_key"](row) for row in np.concatenate([kept, ~kept])} - set(known)
+    assert set(scored) == new and calls == [len(known), len(new)]
+    alone, _ = script["evaluate_question"]([overlap, later], SETTINGS, {}, scorer(case)[0])
+    for replayed, direct in zip(again, alone):
+        assert replayed["lds"] == pytest.approx(direct["lds"])
+        assert replayed["topk_removal"] == pytest.approx(direct["topk_removal"], abs=1e-5)
+    assert first[0]["lds"] == pytest.approx(again[0]["lds"])
+    assert script["evaluate_question"]([overlap], SETTINGS, {**known, **scored}, None)[1] == {}
 
 
 def test_questions_with_more_methods_come_first_and_other_responses_are_left_out(capsys):
