@@ -19,7 +19,9 @@
    HotpotQA dev questions (every paragraph, cut the same way) at the SmolLM2 shape in bf16,
    questions per second under each engine token budget of ``--budgets`` (``0``: the engine's
    own choice from free memory); what the budget's cap should be, and whether one small-model
-   case per pass can reach 5 questions per second.
+   case per pass can reach 5 questions per second. Then the same questions split among 1, 2, 4
+   and 8 processes sharing the device (``--workers``; what a sweep's Ray workers with fractional
+   GPUs, ``--gpus-per-worker 0.25``, do): whether several small cases at once fill the GPU.
 
 Each run appends one record to ``experiments/runs/gpu_check/records.jsonl``; ``make results``
 turns the newest into the ``gpu_check`` table, with the GPU's name. Without CUDA it says so in
@@ -27,7 +29,8 @@ one line and exits 0; ``--device cpu`` runs the script's own code on the CPU (ti
 record unless ``--out`` is given), to check it anywhere.
 
     python benchmarks/gpu_check.py
-    python benchmarks/gpu_check.py --device cpu --shapes smollm2-135m --layers 2 --no-tests
+    python benchmarks/gpu_check.py --device cpu --shapes smollm2-135m --layers 2 --no-tests \
+        --no-embedded --matmul-size 512 --throughput-questions 2 --workers 1 2
     python benchmarks/gpu_check.py --write-references --device cpu   # the CPU references
 """
 
@@ -53,6 +56,10 @@ OUT = REPO / "experiments" / "runs" / "gpu_check"
 SPEED_SHAPES = ("qwen2-1.5b", "qwen2-7b")
 THROUGHPUT_SHAPE = "smollm2-135m"
 THROUGHPUT_BUDGETS = (0, 262_144, 1_048_576)  # 0: the engine's own choice
+CONCURRENT_WORKERS = (1, 2, 4, 8)  # processes sharing one device
+# Each concurrent process's token budget: fixed, since each would otherwise size its batches
+# from the same free memory.
+WORKER_BUDGET = 65_536
 RESPONSE_TOKENS = 32
 REFERENCE_QUESTIONS = 4
 CHARS_PER_TOKEN = 4  # a BPE tokenizer's characters per token, roughly, for English prose
@@ -144,6 +151,77 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
         rate = len(questions) / seconds
         print(f"throughput at {THROUGHPUT_SHAPE}, budget {chosen:,} tokens: {rate:.2f} "
               f"questions/s ({len(questions)} in {seconds:.1f} s)")  # fmt: skip
+    return rows
+
+
+def _concurrent_worker(rank: int, workers: int, settings: dict, barrier, results) -> None:
+    """One of ``workers`` processes sharing the device: its own model, every ``workers``-th
+    question from ``rank``, timed from a barrier all of them pass together."""
+    from mechrag import Case, Engine
+    from mechrag.models.toy import shaped_model
+
+    device, dtype = settings["device"], getattr(torch, settings["dtype"])
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    model = shaped_model(THROUGHPUT_SHAPE, dtype=dtype, device=device,
+                         n_layers=settings["layers"], same_weights=False)  # fmt: skip
+    questions = speed_questions(settings["questions"])[rank::workers]
+    response = random_response()
+
+    def case(query, sources, engine=None) -> Case:
+        return Case(model, query, sources, response, engine=engine)
+
+    case(*questions[0]).arc_jsd()  # warm-up, off the clock
+    synchronize(device)
+    barrier.wait()
+    start, tokens = time.time(), 0
+    for query, sources in questions:
+        engine = Engine(model, max_batch_tokens=settings["budget"], progress=False)
+        case(query, sources, engine).arc_jsd()
+        tokens += engine.tokens_processed
+    synchronize(device)
+    peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.startswith("cuda") else None
+    results.put({"rank": rank, "start": start, "end": time.time(), "tokens": tokens,
+                 "peak_gib": peak})  # fmt: skip
+
+
+def concurrent_throughput(
+    device: str, layers: int | None, worker_counts, n_questions: int, budget: int
+) -> list[dict]:
+    """Exact ARC-JSD over ``n_questions`` questions at :data:`THROUGHPUT_SHAPE` split among
+    several processes on one device (what a sweep's Ray workers with fractional GPUs do):
+    questions per second per worker count, from the first start to the last finish."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    settings = {"device": device, "dtype": dtype, "layers": layers, "questions": n_questions,
+                "budget": budget}  # fmt: skip
+    rows = []
+    for workers in worker_counts:
+        workers = min(workers, n_questions)
+        barrier, results = context.Barrier(workers), context.Queue()
+        processes = [
+            context.Process(target=_concurrent_worker,
+                            args=(rank, workers, settings, barrier, results))  # fmt: skip
+            for rank in range(workers)
+        ]
+        for process in processes:
+            process.start()
+        finished = [results.get(timeout=600) for _ in processes]
+        for process in processes:
+            process.join()
+        seconds = max(r["end"] for r in finished) - min(r["start"] for r in finished)
+        peaks = [r["peak_gib"] for r in finished if r["peak_gib"] is not None]
+        rows.append({
+            "shape": THROUGHPUT_SHAPE, "layers": layers, "dtype": dtype, "workers": workers,
+            "questions": n_questions, "max_batch_tokens": budget, "seconds": seconds,
+            "questions_per_second": n_questions / seconds,
+            "tokens_per_second": sum(r["tokens"] for r in finished) / seconds,
+            "peak_gib": sum(peaks) if peaks else None,
+        })  # fmt: skip
+        rate = n_questions / seconds
+        print(f"throughput at {THROUGHPUT_SHAPE}, {workers} processes on one device: "
+              f"{rate:.2f} questions/s ({n_questions} in {seconds:.1f} s)")  # fmt: skip
     return rows
 
 
@@ -303,11 +381,18 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--matmul-size", type=int, default=8192)
     parser.add_argument("--no-tests", action="store_true", help="skip the cuda test set")
+    parser.add_argument("--no-embedded", action="store_true", help="skip the embedded SmolLM2")
     parser.add_argument("--throughput-questions", type=int, default=20, help="0: skip it")
     parser.add_argument(
         "--budgets", type=int, nargs="+", default=list(THROUGHPUT_BUDGETS),
         help="engine token budgets for the throughput (0: the engine's choice)",
     )  # fmt: skip
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=list(CONCURRENT_WORKERS),
+        help="processes sharing the device for the concurrent throughput (empty: skip it)",
+    )  # fmt: skip
+    parser.add_argument("--worker-budget", type=int, default=WORKER_BUDGET,
+                        help="each concurrent process's engine token budget")  # fmt: skip
     parser.add_argument("--write-references", action="store_true", help="make the CPU references")
     parser.add_argument("--out", type=Path, default=None, help=f"record folder (on CUDA: {OUT})")
     args = parser.parse_args()
@@ -326,7 +411,7 @@ def main() -> int:
     }  # fmt: skip
     if not args.no_tests:
         record["cuda_tests"] = cuda_tests(args.device)
-    record["embedded"] = embedded_equality(args.device)
+    record["embedded"] = None if args.no_embedded else embedded_equality(args.device)
     peak = matmul_peak(args.device, args.matmul_size)
     record["matmul_peak_tflops"] = peak
     print(f"{gpu}: measured matrix-multiply peak {peak:.0f} TFLOP/s")
@@ -346,6 +431,11 @@ def main() -> int:
         record["throughput"] = throughput(
             args.device, args.layers, args.budgets, args.throughput_questions
         )
+        if args.workers:
+            record["concurrent"] = concurrent_throughput(
+                args.device, args.layers, args.workers, args.throughput_questions,
+                args.worker_budget,
+            )  # fmt: skip
     if out is not None:
         from mechrag.results.files import append_jsonl
 

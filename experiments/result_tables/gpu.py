@@ -84,6 +84,29 @@ def gpu_check_table(records: list[dict]) -> str:
                 ],
             ),
         ]
+    concurrent = record.get("concurrent")
+    if concurrent:
+        first, alone = concurrent[0], concurrent[0]["questions_per_second"]
+        lines += [
+            "",
+            f"The same {first['questions']} questions split among processes sharing the GPU "
+            f"(each with its own model and a {first['max_batch_tokens']:,}-token budget; what a "
+            "sweep's Ray workers with `--gpus-per-worker` below 1 do):",
+            "",
+            markdown(
+                ["processes", "questions / s", "against one", "tokens / s", "peak GiB (all)"],
+                [
+                    [
+                        str(row["workers"]),
+                        f"{row['questions_per_second']:.2f}",
+                        f"{row['questions_per_second'] / alone:.2f}x",
+                        f"{row['tokens_per_second']:,.0f}",
+                        "n/a" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}",
+                    ]
+                    for row in concurrent
+                ],
+            ),
+        ]
     tests = record.get("cuda_tests")
     if tests:
         counts = ", ".join(f"{n} {word}" for word, n in tests["counts"].items())

@@ -35,6 +35,9 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
                         "layers": 30, "dtype": "bfloat16",
                         "chosen_by_engine": True, "questions_per_second": 4.0,
                         "tokens_per_second": 2.5e6, "peak_gib": None}],
+        "concurrent": [{"workers": w, "questions": 20, "max_batch_tokens": 65536,
+                        "questions_per_second": q, "tokens_per_second": 1e6 * q, "peak_gib": 2.0}
+                       for w, q in ((1, 2.0), (4, 5.0))],
     }  # fmt: skip
     older = {**record, "started": "2026-12-01T10:00:00Z", "gpu": "GPU OLD"}
     (chosen,) = newest([older, record])
@@ -43,5 +46,6 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
     row = "| qwen2-7b | 7.60B | 36 / 1274 | 1.00 (50%) | 2.50 (20%) | 1.50 (30%) | 3.5 | 2.50x |"
     assert row in table
     assert "| 65,536 (the engine's choice) | 4.00 | 2,500,000 | n/a |" in table
+    assert "| 4 | 5.00 | 2.50x | 5,000,000 | 2.0 |" in table
     assert "over 20 HotpotQA dev questions (every paragraph) at the smollm2-135m shape (30 " \
         "layers, bfloat16)" in table.replace("\n", " ")
