@@ -19,7 +19,9 @@ every pass, prefix included.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,6 +82,37 @@ MEMORY_FRACTION = 0.5  # of the accelerator's free memory that a batch may fill
 MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 2048, 65536
 
 
+@dataclass(frozen=True)
+class BatchBudget:
+    """What an engine made without ``max_batch_tokens`` takes in a :func:`batch_budget` scope."""
+
+    max_batch_tokens: int | None = None
+    memory_share: float = 1.0
+
+
+_BUDGET: contextvars.ContextVar[BatchBudget | None] = contextvars.ContextVar(
+    "batch_budget", default=None
+)
+
+
+@contextlib.contextmanager
+def batch_budget(
+    max_batch_tokens: int | None = None, *, memory_share: float = 1.0
+) -> Iterator[None]:
+    """Within it, engines made without ``max_batch_tokens`` take this one, or (``None``) fill
+    ``memory_share`` of their usual share of free GPU memory: how a sweep gives every case's
+    engine its ``--max-batch-tokens``, and a worker holding a fraction of a GPU its fraction."""
+    if max_batch_tokens is not None and max_batch_tokens < 1:
+        raise InputError(f"max_batch_tokens must be positive, got {max_batch_tokens}")
+    if not 0 < memory_share <= 1:
+        raise InputError(f"memory_share must lie in (0, 1], got {memory_share}")
+    token = _BUDGET.set(BatchBudget(max_batch_tokens, memory_share))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
 def tokens_that_fit(free_bytes: int, token_bytes: int, fraction: float = MEMORY_FRACTION) -> int:
     """The token budget whose batches fill ``fraction`` of ``free_bytes`` at ``token_bytes``
     per token (:func:`mechrag.models.adapter.bytes_per_token`), within
@@ -93,7 +126,8 @@ class Engine:
 
     ``max_batch_tokens`` bounds ``rows * (prefix + suffix)`` tokens per forward pass (default:
     2048 on CPU; on a CUDA GPU what fills half its free memory when the engine is made,
-    :func:`tokens_that_fit`; a CUDA out-of-memory error in a command names this budget);
+    :func:`tokens_that_fit`; both as a :func:`batch_budget` scope sets them; a CUDA
+    out-of-memory error in a command names this budget);
     ``max_logit_elements`` bounds the ``rows * T * vocab`` response
     logits held at once. ``reuse_prefix`` shares the full prompt's key-value cache (see the
     module docstring; used only where it is exact). ``batch_overhead_tokens`` is what one more
@@ -118,10 +152,14 @@ class Engine:
         self.model = model
         on_cpu = adapter.device(model).type == "cpu"
         default_overhead = 32 if on_cpu else 1024
+        scope = _BUDGET.get() or BatchBudget()
+        if max_batch_tokens is None:
+            max_batch_tokens = scope.max_batch_tokens
         if max_batch_tokens is None:
             free = adapter.free_memory(model)
             if free is not None:
-                max_batch_tokens = tokens_that_fit(free, adapter.bytes_per_token(model))
+                fraction = MEMORY_FRACTION * scope.memory_share
+                max_batch_tokens = tokens_that_fit(free, adapter.bytes_per_token(model), fraction)
             else:
                 max_batch_tokens = CPU_BATCH_TOKENS if on_cpu else ACCELERATOR_BATCH_TOKENS
         self.max_batch_tokens = max_batch_tokens

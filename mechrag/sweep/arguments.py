@@ -12,7 +12,8 @@ from mechrag.errors import InputError, positive_int
 from mechrag.sweep.config import BACKENDS, DATASETS, Backend
 
 DATA_FLAGS = {"distractors": "distractors", "unit": "unit", "data_seed": "seed", "split": "split"}
-BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads", "device", "device_map")
+BACKEND_KEYS = ("address", "workers", "gpus_per_worker", "threads", "device", "device_map",
+                "max_batch_tokens")  # fmt: skip
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, n: int | None = None) -> None:
@@ -48,6 +49,10 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=positive_int, help="torch threads per worker")
     parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: CUDA if any)")
     parser.add_argument("--device-map", default=None, help="auto: one model over several GPUs")
+    parser.add_argument(
+        "--max-batch-tokens", type=positive_int, default=None,
+        help="tokens per forward pass (default: from free GPU memory, a worker's share of it)",
+    )  # fmt: skip
     parser.add_argument("--force", action="store_true", help="replace a different config")
     parser.add_argument("--retry-errors", action="store_true", help="run failed examples again")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

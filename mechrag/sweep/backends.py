@@ -58,5 +58,6 @@ def run_local(
             config.model, device=backend.device, dtype=config.dtype, device_map=backend.device_map
         )
     ready()
-    for index, example in todo:
-        write(execute(method, model, example, index, config.options, config.hash))
+    with backend.batch_budget():
+        for index, example in todo:
+            write(execute(method, model, example, index, config.options, config.hash))

@@ -87,6 +87,9 @@ class Backend:
     are not hashed. The device also picks the default dtype (float32 on the CPU, bfloat16 on a
     GPU): give the sweep's ``dtype`` so that its records do not depend on where it resumes (a
     sweep without one that would resume in another dtype than its records' is refused).
+    ``max_batch_tokens``: every case's engine budget (not hashed; default: the engine's, from
+    free GPU memory, scaled by ``gpus_per_worker`` below one GPU, so that workers sharing a GPU
+    do not each size their batches from all of it).
     """
 
     name: str = "local"
@@ -97,12 +100,26 @@ class Backend:
     max_attempts: int = 3
     device: str | None = None
     device_map: str | None = None
+    max_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.name not in BACKENDS:
             raise InputError(f"unknown backend {self.name!r}: choose from {BACKENDS}")
         if self.workers < 1 or self.max_attempts < 1:
             raise InputError("workers and max_attempts must be at least 1")
+        if self.max_batch_tokens is not None and self.max_batch_tokens < 1:
+            raise InputError(f"max_batch_tokens must be positive, got {self.max_batch_tokens}")
+        if self.gpus_per_worker < 0:
+            raise InputError(f"gpus_per_worker must be at least 0, got {self.gpus_per_worker}")
+
+    def batch_budget(self):
+        """The scope each worker runs its examples in (:func:`mechrag.engine.batch_budget`): the
+        sweep's token budget, or, for a worker holding part of a GPU, that part of the memory
+        the engine would otherwise size its batches from."""
+        from mechrag.engine import batch_budget
+
+        share = self.gpus_per_worker if 0 < self.gpus_per_worker < 1 else 1.0
+        return batch_budget(self.max_batch_tokens, memory_share=share)
 
 
 def read_toml(path: str | Path) -> dict:

@@ -31,6 +31,7 @@ class SweepWorker:
 
         torch.set_num_threads(threads)
         self.method = method
+        self.backend = backend
         self.model = None
         if method.needs_model:
             self.model = load_sweep_model(
@@ -44,7 +45,8 @@ class SweepWorker:
         return os.getpid()
 
     def run(self, example, index: int, options: dict, config_hash: str) -> dict:
-        return execute(self.method, self.model, example, index, options, config_hash)
+        with self.backend.batch_budget():
+            return execute(self.method, self.model, example, index, options, config_hash)
 
 
 def connect(backend: Backend) -> bool:

@@ -198,6 +198,7 @@ def sweep(
     threads: int | None = Backend.threads,
     device: str | None = Backend.device,
     device_map: str | None = Backend.device_map,
+    max_batch_tokens: int | None = Backend.max_batch_tokens,
     force: bool = False,
     retry_errors: bool = False,
     progress: bool = True,
@@ -206,7 +207,8 @@ def sweep(
 
     ``options``: the method's options (e.g. ``{"max_new_tokens": 32}``); ``data``: the data
     reader's (``{"distractors": 2}``); ``dtype``: the model's (hashed; default: the device's,
-    see :class:`Backend`); ``device``, ``device_map``: where each worker loads it. Rerunning
+    see :class:`Backend`); ``device``, ``device_map``: where each worker loads it;
+    ``max_batch_tokens``: each case's engine budget (see :class:`Backend`). Rerunning
     resumes; see :func:`run_sweep`. Returns the per-example summary table.
 
     >>> mechrag.sweep("arc_jsd", "hotpotqa", n=20, out="runs/hotpot")  # doctest: +SKIP
@@ -232,6 +234,7 @@ def sweep(
             threads,
             device=device,
             device_map=device_map,
+            max_batch_tokens=max_batch_tokens,
         ),
         force=force,
         retry_errors=retry_errors,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import mechrag
 from mechrag.cli import build_parser, main
 from mechrag.cli.common import engine_from, load_model_from
 from mechrag.engine import (
@@ -15,11 +16,15 @@ from mechrag.engine import (
     MEMORY_FRACTION,
     MIN_BATCH_TOKENS,
     Engine,
+    batch_budget,
     tokens_that_fit,
 )
+from mechrag.errors import InputError
 from mechrag.models import adapter
+from mechrag.sweep.arguments import backend_from
 from mechrag.sweep.backends import load_sweep_model
-from mechrag.sweep.config import SweepConfig
+from mechrag.sweep.config import Backend, SweepConfig
+from mechrag.sweep.methods import SWEEP_METHODS, case_for, register_method
 
 GIB = 1 << 30
 
@@ -147,3 +152,53 @@ def test_device_map_reaches_from_pretrained_and_scores_the_same(smollm, monkeypa
     expected = Case(smollm, query, sources, "Oslo.").arc_jsd().scores
     found = Case(mapped, query, sources, "Oslo.").arc_jsd().scores
     torch.testing.assert_close(torch.as_tensor(found), torch.as_tensor(expected))
+
+
+def test_a_batch_budget_scope_sets_the_engines_made_in_it_and_ends_with_it(
+    tiny_llama, monkeypatch
+):
+    with batch_budget(777):
+        assert Engine(tiny_llama).max_batch_tokens == 777
+        assert Engine(tiny_llama, max_batch_tokens=300).max_batch_tokens == 300  # given wins
+    assert Engine(tiny_llama).max_batch_tokens == CPU_BATCH_TOKENS
+    token_bytes = adapter.bytes_per_token(tiny_llama)
+    free = 16 * MIN_BATCH_TOKENS * token_bytes / MEMORY_FRACTION  # a budget of 16x the least
+    monkeypatch.setattr(adapter, "free_memory", lambda model: free)
+    with pytest.raises(RuntimeError), batch_budget(memory_share=0.25):
+        assert Engine(tiny_llama).max_batch_tokens == 4 * MIN_BATCH_TOKENS
+        raise RuntimeError("the scope ends on an exception too")
+    assert Engine(tiny_llama).max_batch_tokens == 16 * MIN_BATCH_TOKENS
+    for bad in ({"max_batch_tokens": 0}, {"memory_share": 0}, {"memory_share": 1.5}):
+        with pytest.raises(InputError), batch_budget(**bad):
+            pass
+
+
+def test_a_sweeps_budget_reaches_every_cases_engine_and_a_gpu_share_scales_it(
+    tmp_path, monkeypatch
+):
+    def engine_budget(model, example, options):
+        return {"budget": case_for(model, example, {"max_new_tokens": 2}).engine.max_batch_tokens}
+
+    register_method("engine_budget_probe", engine_budget, replace=True)
+    try:
+        frame = mechrag.sweep("engine_budget_probe", "squad", n=2, out=tmp_path / "given",
+                              model="toy:llama", max_batch_tokens=640, progress=False)  # fmt: skip
+        assert list(frame["budget"]) == [640, 640]
+        model = load_sweep_model("toy:llama")
+        free = 16 * MIN_BATCH_TOKENS * adapter.bytes_per_token(model) / MEMORY_FRACTION
+        monkeypatch.setattr(adapter, "free_memory", lambda model: free)
+        frame = mechrag.sweep("engine_budget_probe", "squad", n=2, out=tmp_path / "shared",
+                              model="toy:llama", progress=False)  # fmt: skip
+        assert list(frame["budget"]) == [16 * MIN_BATCH_TOKENS] * 2  # one whole GPU
+        with Backend(gpus_per_worker=0.5).batch_budget():  # what each Ray worker runs in
+            assert Engine(model).max_batch_tokens == 8 * MIN_BATCH_TOKENS
+        with Backend(gpus_per_worker=2).batch_budget():
+            assert Engine(model).max_batch_tokens == 16 * MIN_BATCH_TOKENS
+    finally:
+        SWEEP_METHODS.pop("engine_budget_probe")
+    args = build_parser("sweep").parse_args(
+        ["sweep", "--method", "arc_jsd", "--out", "o", "--max-batch-tokens", "128"]
+    )
+    assert backend_from(args).max_batch_tokens == 128
+    with pytest.raises(InputError):
+        Backend(max_batch_tokens=0)
