@@ -9,16 +9,19 @@ how far the response's log-probability moves when a method's top 1, 3 and 5 sour
 or kept alone.
 
 Each question of the frontier's records (``experiments/frontier.py``; by default the dev samples
-with every paragraph, which nothing was fitted on) is rebuilt on its recorded response; its
-held-out masks and every method's top-k subsets are scored in one batch through that case, so
-the masks are the same for every method. Each method's recorded scores then give its measures; its
-cost (passes, seconds) is the frontier's. ``random`` is a seeded random ranking of the same
-sources: the floor every method should clear. Questions with the most recorded methods go first.
+with every paragraph, which nothing was fitted on) is rebuilt on its recorded response (float32);
+its held-out masks and every method's top-k subsets (those no earlier run scored) are scored in
+one batch through that case, so the masks are the same for every method. Each method's recorded scores then give its
+measures; its cost (passes, seconds) is the frontier's. ``random`` is a seeded random ranking of
+the same sources: the floor every method should clear. Questions with the most recorded methods
+go first.
 
 Records go to ``--out`` (one line per question and method, resumable: a rerun skips what is
 there); ``make results`` builds the tables and the plot of LDS against cost from them alone.
-Every scored subset's ``log p`` is kept in ``--out``'s ``scored/`` run folder, so a method whose
-frontier records arrive later costs only its own top-k subsets, not the held-out masks again.
+Every scored subset's ``log p`` is kept in ``--out``'s ``scored/`` run folder (with the model,
+dtype, response and sources it stands for), and a later run scores only the subsets not there:
+a method whose frontier records arrive later costs its own top-k subsets, not the held-out
+masks again.
 
     python experiments/faithfulness.py --model smollm2-135m --threads 2
 """
@@ -88,13 +91,13 @@ def evaluate_question(
     records: list[dict],
     settings: dict,
     known: dict[str, float],
-    score: Callable[[np.ndarray], np.ndarray],
+    score: Callable[[np.ndarray], tuple[np.ndarray, int, float]],
 ) -> tuple[list[dict], dict[str, float]]:
     """One record per method (and :data:`RANDOM`) of one question, and the log-probabilities it
     scored: LDS and top-k changes from ``known`` (the question's stored ``log p`` per
-    :func:`row_key`) and, for the subsets not in it, ``score(masks)`` (their ``log p``), called
-    once with all of them, so every method shares the held-out masks and a method added later
-    costs only its own top-k subsets."""
+    :func:`row_key`) and, for the subsets not in it, ``score(masks)`` (their ``log p``, the
+    forward passes and the seconds that took), called once with all of them, so every method
+    shares the held-out masks and a method added later costs only its own top-k subsets."""
     from mechrag.metrics.faithfulness import (
         held_out_masks,
         lds_of_outputs,
@@ -106,11 +109,10 @@ def evaluate_question(
     scores = {r["method"]: np.asarray(r["scores"], dtype=float) for r in records}
     scores[RANDOM] = random_scores(first["id"], len(first["source_ids"]))
     missing = [row for row in needed_rows(scores, settings) if row_key(row) not in known]
-    started = time.perf_counter()
-    scored = {}
+    scored, passes, seconds = {}, 0, 0.0
     if missing:
-        scored = dict(zip(map(row_key, missing), map(float, score(np.stack(missing)))))
-    seconds = time.perf_counter() - started
+        found_log_p, passes, seconds = score(np.stack(missing))
+        scored = dict(zip(map(row_key, missing), map(float, found_log_p)))
     log_p = {**known, **scored}
 
     def log_ps(masks: np.ndarray) -> np.ndarray:
@@ -139,8 +141,10 @@ def evaluate_question(
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
                 "threads": first["threads"],
-                # What this evaluation scored (the subsets no earlier one had), and its seconds.
-                "evaluation_passes": len(scored),
+                # The question's evaluation in this run (the subsets no earlier run scored):
+                # the same in each of its records, whichever method needed them.
+                "evaluation_subsets": len(scored),
+                "evaluation_passes": passes,
                 "evaluation_seconds": seconds,
             }
         )
@@ -148,37 +152,45 @@ def evaluate_question(
 
 
 @functools.cache
-def example_of(size: str, question: str):
-    """The example ``question`` of ``size`` (each size's examples read once)."""
-    return {e.id: e for e in examples_of_size(size, EVERY_EXAMPLE)}[question]
+def examples_by_id(size: str) -> dict:
+    """The examples of ``size`` by id (each size's read once)."""
+    return {e.id: e for e in examples_of_size(size, EVERY_EXAMPLE)}
 
 
 def question_scorer(
     model: Callable, size: str, question: str, response: list[int], source_ids: list[str]
-) -> Callable[[np.ndarray], np.ndarray]:
-    """``score(masks)``: the ``log p`` of ``response`` under each mask, through a case of the
-    question on ``model()`` (the model and the example are read only when something is scored),
-    checked to hold the sources the frontier scored."""
+) -> Callable[[np.ndarray], tuple[np.ndarray, int, float]]:
+    """``score(masks)``: the ``log p`` of ``response`` under each mask, with the forward passes
+    and seconds that took, through a case of the question on ``model()`` (the model and the
+    example are read only when something is scored), checked to hold the sources the frontier
+    scored."""
     from mechrag import Case
 
-    def score(masks: np.ndarray) -> np.ndarray:
-        case = Case.from_example(model(), example_of(size, question), response=response)
+    def score(masks: np.ndarray) -> tuple[np.ndarray, int, float]:
+        case = Case.from_example(model(), examples_by_id(size)[question], response=response)
         if [s.id for s in case.sources] != source_ids:
             raise RuntimeError(f"{size}/{question}: the frontier scored other sources")
-        return case.token_logprobs(masks).sum(-1)
+        passes, started = case.engine.forward_passes, time.perf_counter()
+        log_p = case.token_logprobs(masks).sum(-1)
+        return log_p, case.engine.forward_passes - passes, time.perf_counter() - started
 
     return score
 
 
-def stored_log_ps(out: Path, model: str) -> dict[tuple[str, str, tuple], dict[str, float]]:
-    """The ``log p`` of every subset scored so far, per ``(size, id, response)``."""
+def scored_key(line: dict) -> tuple:
+    """What a stored ``log p`` stands for besides its mask: the model and its dtype, the
+    question, the response and the sources (in order: a mask's bits are positions)."""
+    return (line["model"], line["dtype"], line["size"], line["id"],
+            tuple(line["response_ids"]), tuple(line["source_ids"]))  # fmt: skip
+
+
+def stored_log_ps(out: Path) -> dict[tuple, dict[str, float]]:
+    """The ``log p`` of every subset scored so far, per :func:`scored_key`."""
     from mechrag.results.files import run_records
 
-    stored: dict[tuple[str, str, tuple], dict[str, float]] = {}
+    stored: dict[tuple, dict[str, float]] = {}
     for line in run_records(out / SCORED):
-        if line["model"] == model:
-            key = (line["size"], line["id"], tuple(line["response_ids"]))
-            stored.setdefault(key, {}).update(line["log_p"])
+        stored.setdefault(scored_key(line), {}).update(line["log_p"])
     return stored
 
 
@@ -186,6 +198,7 @@ def run(args: argparse.Namespace) -> None:
     import torch
 
     from mechrag.metrics.faithfulness import HELD_OUT_STREAM, N_MASKS, TOP_KS
+    from mechrag.models import adapter
     from mechrag.models.loading import load_model
     from mechrag.results.files import append_jsonl, run_records
 
@@ -202,30 +215,34 @@ def run(args: argparse.Namespace) -> None:
     done = {
         (r["size"], r["id"], r["method"]) for r in run_records(out) if r.get("settings") == settings
     }
-    stored = stored_log_ps(out, args.model)
-    model = functools.cache(lambda: load_model(args.model))  # loaded when first needed
+    stored = stored_log_ps(out)
+    # float32 wherever it runs (the frontier's CPU records are float32), loaded when first needed
+    model = functools.cache(lambda: load_model(args.model, dtype=torch.float32))
     for size, question, records in questions:
-        records = [r for r in records if (size, question, r["method"]) not in done]
-        if not records:
+        pending = [r for r in records if (size, question, r["method"]) not in done]
+        if not pending and (size, question, RANDOM) in done:
             continue
+        records = pending or records  # only random missing: a run stopped before writing it
         if any(r["source_ids"] != records[0]["source_ids"] for r in records):
             raise RuntimeError(f"{size}/{question}: the frontier's records scored other sources")
-        response = list(records[0]["response_ids"])
-        score = question_scorer(model, size, question, response, records[0]["source_ids"])
-        known = stored.get((size, question, tuple(response)), {})
+        response, sources = list(records[0]["response_ids"]), records[0]["source_ids"]
+        score = question_scorer(model, size, question, response, sources)
+        line = {"model": args.model, "dtype": "float32", "size": size, "id": question,
+                "response_ids": response, "source_ids": sources}  # fmt: skip
+        known = stored.setdefault(scored_key(line), {})
         evaluated, scored = evaluate_question(records, settings, known, score)
         if scored:
-            line = {"size": size, "id": question, "model": args.model,
-                    "response_ids": response, "log_p": scored}  # fmt: skip
+            line.update(device=str(adapter.device(model())), log_p=scored)
             append_jsonl(out / SCORED / "records.jsonl", line)
-            stored.setdefault((size, question, tuple(response)), {}).update(scored)
+            known.update(scored)
         for record in evaluated:
             if (size, question, record["method"]) not in done:
                 append_jsonl(out / "records.jsonl", record)
         cost = evaluated[0]  # the question's evaluation, the same in each of its records
         print(
             f"{size:>12} {question[:10]} {len(evaluated):2d} methods "
-            f"{cost['evaluation_passes']:3d} passes {cost['evaluation_seconds']:6.1f} s",
+            f"{cost['evaluation_subsets']:3d} subsets in {cost['evaluation_passes']:3d} passes "
+            f"{cost['evaluation_seconds']:6.1f} s",
             flush=True,
         )
 

@@ -33,7 +33,7 @@ def scorer(case):
 
     def score(masks):
         calls.append(len(masks))
-        return case.token_logprobs(masks).sum(-1)
+        return case.token_logprobs(masks).sum(-1), 1, 0.5
 
     return score, calls
 
@@ -48,7 +48,7 @@ def test_recorded_scores_are_evaluated_on_one_set_of_masks(tiny_llama):
     score, calls = scorer(case)
     evaluated, scored = script["evaluate_question"](records, SETTINGS, {}, score)
     assert [r["method"] for r in evaluated] == ["loo", "query_overlap", "random"]
-    assert calls == [len(scored)] and evaluated[0]["evaluation_passes"] == len(scored)
+    assert calls == [len(scored)] and evaluated[0]["evaluation_subsets"] == len(scored)
     fresh = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
     masks = held_out_masks(len(DOCS), n_masks=8, seed=0)
     for record, source in zip(evaluated, [loo.scores, overlap, None]):
@@ -79,11 +79,63 @@ def test_a_method_added_later_scores_only_its_own_top_k_subsets(tiny_llama):
     new = {script["row_key"](row) for row in np.concatenate([kept, ~kept])} - set(known)
     assert set(scored) == new and calls == [len(known), len(new)]
     alone, _ = script["evaluate_question"]([overlap, later], SETTINGS, {}, scorer(case)[0])
+    fresh = Case(tiny_llama, "Where does Ana live?", DOCS, "Oslo.")
     for replayed, direct in zip(again, alone):
         assert replayed["lds"] == pytest.approx(direct["lds"])
         assert replayed["topk_removal"] == pytest.approx(direct["topk_removal"], abs=1e-5)
+        assert replayed["topk_keep"] == pytest.approx(direct["topk_keep"], abs=1e-5)
+    kept = {str(k): v for k, v in topk_keep(fresh, [0.1, 0.5, 0.2, 0.0, 0.3]).items()}
+    assert again[1]["topk_keep"] == pytest.approx(kept, rel=1e-4, abs=1e-5)
     assert first[0]["lds"] == pytest.approx(again[0]["lds"])
     assert script["evaluate_question"]([overlap], SETTINGS, {**known, **scored}, None)[1] == {}
+
+
+def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
+    tiny_llama, tmp_path, monkeypatch, capsys
+):
+    import argparse
+
+    import frontier_cases
+
+    from mechrag.data.loaders import RAGExample
+    from mechrag.models import loading
+    from mechrag.results.files import append_jsonl, run_records
+    from mechrag.sources import Source
+
+    sources = [Source(f"s{i}", text) for i, text in enumerate(DOCS)]
+    example = RAGExample("q1", "hotpotqa", "Where does Ana live?", sources, ["s2"], "Oslo")
+    monkeypatch.setattr(frontier_cases, "examples_of_size", lambda size, n: [example])
+    monkeypatch.setattr(loading, "load_model", lambda name, dtype=None: tiny_llama)
+    script = runpy.run_path(str(SCRIPT))
+    case = Case.from_example(tiny_llama, example, response="Oslo.")
+    frontier = tmp_path / "frontier"
+    record = frontier_record(case, "query_overlap", [0, 0, 3, 0, 1], forward_passes=0)
+    append_jsonl(frontier / "records.jsonl", {**record, "model": "tiny"})
+    out = tmp_path / "out"
+    args = argparse.Namespace(model="tiny", sizes=["hotpotqa_dev"], questions=None, threads=1,
+                              frontier=str(frontier), out=str(out))  # fmt: skip
+    script["run"](args)
+    (line,) = run_records(out / "scored")
+    assert line["source_ids"] == ["s0", "s1", "s2", "s3", "s4"] and line["dtype"] == "float32"
+    assert [r["method"] for r in run_records(out)] == ["query_overlap", "random"]
+    assert run_records(out)[0]["evaluation_subsets"] == len(line["log_p"])
+    capsys.readouterr()
+    script["run"](args)  # everything done: nothing scored, nothing written
+    assert "subsets" not in capsys.readouterr().out and len(run_records(out)) == 2
+    # A method added later scores only its own top-k subsets...
+    append_jsonl(frontier / "records.jsonl", {**record, "model": "tiny", "method": "loo",
+                                              "scores": [0.1, 0.5, 0.2, 0.0, 0.3]})  # fmt: skip
+    script["run"](args)
+    first, *added = run_records(out / "scored")
+    _, kept = topk_masks([0.1, 0.5, 0.2, 0.0, 0.3], [1, 3, 5])
+    new = {script["row_key"](row) for row in np.concatenate([kept, ~kept])} - set(first["log_p"])
+    assert {key for line in added for key in line["log_p"]} == new
+    assert len(added) == (1 if new else 0) and len(run_records(out)) == 3
+    # ... and a stored value never stands for another order of the sources.
+    stored = script["stored_log_ps"](out)
+    reordered = {**first, "source_ids": first["source_ids"][::-1]}
+    assert script["scored_key"](reordered) not in stored
+    assert script["scored_key"](first) in stored
 
 
 def test_questions_with_more_methods_come_first_and_other_responses_are_left_out(capsys):
