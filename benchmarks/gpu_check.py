@@ -40,6 +40,7 @@ import argparse
 import json
 import os
 import platform
+import queue
 import re
 import subprocess
 import sys
@@ -60,6 +61,7 @@ CONCURRENT_WORKERS = (1, 2, 4, 8)  # processes sharing one device
 # Each concurrent process's token budget: fixed, since each would otherwise size its batches
 # from the same free memory.
 WORKER_BUDGET = 65_536
+BARRIER_SECONDS, WORKER_SECONDS = 300, 600  # a worker's wait for the others; the parent's
 RESPONSE_TOKENS = 32
 REFERENCE_QUESTIONS = 4
 CHARS_PER_TOKEN = 4  # a BPE tokenizer's characters per token, roughly, for English prose
@@ -156,7 +158,17 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
 
 def _concurrent_worker(rank: int, workers: int, settings: dict, barrier, results) -> None:
     """One of ``workers`` processes sharing the device: its own model, every ``workers``-th
-    question from ``rank``, timed from a barrier all of them pass together."""
+    question from ``rank``, timed from a barrier all of them pass together; what it puts on
+    ``results`` is its timing, or the error that stopped it (then the barrier is broken, so
+    no other worker waits for it)."""
+    try:
+        results.put(_concurrent_run(rank, workers, settings, barrier))
+    except BaseException as error:  # noqa: BLE001 - reported to the parent, which gives up
+        barrier.abort()
+        results.put({"rank": rank, "error": f"{type(error).__name__}: {error}"})
+
+
+def _concurrent_run(rank: int, workers: int, settings: dict, barrier) -> dict:
     from mechrag import Case, Engine
     from mechrag.models.toy import shaped_model
 
@@ -167,21 +179,22 @@ def _concurrent_worker(rank: int, workers: int, settings: dict, barrier, results
     questions = speed_questions(settings["questions"])[rank::workers]
     response = random_response()
 
-    def case(query, sources, engine=None) -> Case:
-        return Case(model, query, sources, response, engine=engine)
-
-    case(*questions[0]).arc_jsd()  # warm-up, off the clock
-    synchronize(device)
-    barrier.wait()
-    start, tokens = time.time(), 0
-    for query, sources in questions:
+    def arc_jsd(query, sources) -> int:
         engine = Engine(model, max_batch_tokens=settings["budget"], progress=False)
-        case(query, sources, engine).arc_jsd()
-        tokens += engine.tokens_processed
+        Case(model, query, sources, response, engine=engine).arc_jsd()
+        return engine.tokens_processed
+
+    arc_jsd(*questions[0])  # warm-up, off the clock
+    synchronize(device)
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats(device)
+    barrier.wait(timeout=BARRIER_SECONDS)
+    start = time.time()
+    tokens = sum(arc_jsd(query, sources) for query, sources in questions)
     synchronize(device)
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.startswith("cuda") else None
-    results.put({"rank": rank, "start": start, "end": time.time(), "tokens": tokens,
-                 "peak_gib": peak})  # fmt: skip
+    return {"rank": rank, "start": start, "end": time.time(), "tokens": tokens,
+            "layers": model.cfg.n_layers, "peak_gib": peak}  # fmt: skip
 
 
 def concurrent_throughput(
@@ -189,32 +202,50 @@ def concurrent_throughput(
 ) -> list[dict]:
     """Exact ARC-JSD over ``n_questions`` questions at :data:`THROUGHPUT_SHAPE` split among
     several processes on one device (what a sweep's Ray workers with fractional GPUs do):
-    questions per second per worker count, from the first start to the last finish."""
+    questions per second per worker count, from the first start to the last finish. A worker
+    count whose run fails gets a row with its error, and the rest still run."""
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")  # CUDA cannot be forked
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     settings = {"device": device, "dtype": dtype, "layers": layers, "questions": n_questions,
                 "budget": budget}  # fmt: skip
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()  # what this process cached is the workers' to use
     rows = []
-    for workers in worker_counts:
-        workers = min(workers, n_questions)
+    for workers in sorted({min(w, n_questions) for w in worker_counts}):
         barrier, results = context.Barrier(workers), context.Queue()
         processes = [
-            context.Process(target=_concurrent_worker,
+            context.Process(target=_concurrent_worker, daemon=True,
                             args=(rank, workers, settings, barrier, results))  # fmt: skip
             for rank in range(workers)
         ]
         for process in processes:
             process.start()
-        finished = [results.get(timeout=600) for _ in processes]
+        finished = []
+        for _ in processes:
+            try:
+                finished.append(results.get(timeout=WORKER_SECONDS))
+            except queue.Empty:  # a worker killed outright (no error put)
+                finished.append({"error": f"no result within {WORKER_SECONDS} s"})
+                break
         for process in processes:
-            process.join()
+            process.join(timeout=30)
+            if process.is_alive():
+                process.terminate()
+        row = {"shape": THROUGHPUT_SHAPE, "dtype": dtype, "workers": workers,
+               "questions": n_questions, "max_batch_tokens": budget}  # fmt: skip
+        # The failure itself before the workers it stopped at the barrier.
+        errors = sorted((r["error"] for r in finished if "error" in r),
+                        key=lambda error: error.startswith("BrokenBarrierError"))  # fmt: skip
+        if errors:
+            rows.append({**row, "error": errors[0]})
+            print(f"throughput with {workers} processes on one device failed: {errors[0]}")
+            continue
         seconds = max(r["end"] for r in finished) - min(r["start"] for r in finished)
         peaks = [r["peak_gib"] for r in finished if r["peak_gib"] is not None]
         rows.append({
-            "shape": THROUGHPUT_SHAPE, "layers": layers, "dtype": dtype, "workers": workers,
-            "questions": n_questions, "max_batch_tokens": budget, "seconds": seconds,
+            **row, "layers": finished[0]["layers"], "seconds": seconds,
             "questions_per_second": n_questions / seconds,
             "tokens_per_second": sum(r["tokens"] for r in finished) / seconds,
             "peak_gib": sum(peaks) if peaks else None,

@@ -15,6 +15,20 @@ def newest(records: list[dict]) -> list[dict]:
     return [max(records, key=lambda record: record["started"])] if records else []
 
 
+def concurrent_cells(row: dict, alone: float | None) -> list[str]:
+    """A row of the concurrent throughput: its rate against one process's, or its error."""
+    if "error" in row:
+        return [str(row["workers"]), f"failed: {row['error'][:80]}", "", "", ""]
+    rate = row["questions_per_second"]
+    return [
+        str(row["workers"]),
+        f"{rate:.2f}",
+        f"{rate / alone:.2f}x" if alone else "–",
+        f"{row['tokens_per_second']:,.0f}",
+        "n/a" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}",
+    ]
+
+
 @table(
     TABLES,
     "gpu_check",
@@ -86,7 +100,8 @@ def gpu_check_table(records: list[dict]) -> str:
         ]
     concurrent = record.get("concurrent")
     if concurrent:
-        first, alone = concurrent[0], concurrent[0]["questions_per_second"]
+        first = concurrent[0]
+        alone = next((r.get("questions_per_second") for r in concurrent if r["workers"] == 1), None)
         lines += [
             "",
             f"The same {first['questions']} questions split among processes sharing the GPU "
@@ -95,16 +110,7 @@ def gpu_check_table(records: list[dict]) -> str:
             "",
             markdown(
                 ["processes", "questions / s", "against one", "tokens / s", "peak GiB (all)"],
-                [
-                    [
-                        str(row["workers"]),
-                        f"{row['questions_per_second']:.2f}",
-                        f"{row['questions_per_second'] / alone:.2f}x",
-                        f"{row['tokens_per_second']:,.0f}",
-                        "n/a" if row["peak_gib"] is None else f"{row['peak_gib']:.1f}",
-                    ]
-                    for row in concurrent
-                ],
+                [concurrent_cells(row, alone) for row in concurrent],
             ),
         ]
     tests = record.get("cuda_tests")

@@ -37,7 +37,8 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
                         "tokens_per_second": 2.5e6, "peak_gib": None}],
         "concurrent": [{"workers": w, "questions": 20, "max_batch_tokens": 65536,
                         "questions_per_second": q, "tokens_per_second": 1e6 * q, "peak_gib": 2.0}
-                       for w, q in ((1, 2.0), (4, 5.0))],
+                       for w, q in ((1, 2.0), (4, 5.0))]
+                      + [{"workers": 8, "error": "OutOfMemoryError: CUDA out of memory"}],
     }  # fmt: skip
     older = {**record, "started": "2026-12-01T10:00:00Z", "gpu": "GPU OLD"}
     (chosen,) = newest([older, record])
@@ -47,5 +48,15 @@ def test_the_gpu_table_reads_the_newest_record_and_its_throughput():
     assert row in table
     assert "| 65,536 (the engine's choice) | 4.00 | 2,500,000 | n/a |" in table
     assert "| 4 | 5.00 | 2.50x | 5,000,000 | 2.0 |" in table
+    assert "| 8 | failed: OutOfMemoryError: CUDA out of memory |" in table
     assert "over 20 HotpotQA dev questions (every paragraph) at the smollm2-135m shape (30 " \
         "layers, bfloat16)" in table.replace("\n", " ")
+
+
+def test_a_failing_concurrent_worker_gives_an_error_row_not_a_hang(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import gpu_check
+
+    # A zero token budget fails in every worker's warm-up; the barrier is broken, nobody waits.
+    (row,) = gpu_check.concurrent_throughput("cpu", 1, [2, 5], n_questions=2, budget=0)
+    assert row["workers"] == 2 and "must be positive" in row["error"]
