@@ -114,7 +114,8 @@ def out_of_memory_advice(error: BaseException, args) -> str:
     """One line: what ran out, and what to lower, by the options the command has."""
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     advice = []
-    if hasattr(args, "max_batch_tokens"):
+    # A sweep records an example's out-of-memory error and goes on: only loading reaches here.
+    if hasattr(args, "max_batch_tokens") and not hasattr(args, "retry_errors"):
         budget = args.max_batch_tokens
         now = f"now {budget}" if budget else "by default half the free GPU memory"
         advice.append(f"lower --max-batch-tokens ({now})")

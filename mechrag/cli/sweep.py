@@ -125,3 +125,9 @@ def run(args: argparse.Namespace) -> None:
     table = aggregate(frame)
     print(f"{out}: {table.attrs['ok']} ok, {table.attrs['errors']} errors (config {config.hash})")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))
+    out_of_memory = int((frame["error"] == "OutOfMemoryError").sum()) if len(frame) else 0
+    if out_of_memory:
+        budget = backend.max_batch_tokens
+        now = f"now {budget}" if budget else "by default from the worker's free GPU memory"
+        print(f"{out_of_memory} examples ran out of GPU memory: lower --max-batch-tokens ({now}) "
+              "and rerun with --retry-errors")  # fmt: skip

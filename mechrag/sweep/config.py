@@ -114,18 +114,19 @@ class Backend:
 
     def batch_budget(self):
         """The scope each worker runs its examples in (:func:`mechrag.engine.batch_budget`): the
-        sweep's token budget, or, for a worker holding part of a GPU, that part of the memory
-        the engine would otherwise size its batches from."""
+        sweep's token budget, or, for a Ray worker holding part of a GPU, that part of the
+        memory the engine would otherwise size its batches from."""
         from mechrag.engine import batch_budget
 
-        share = self.gpus_per_worker if 0 < self.gpus_per_worker < 1 else 1.0
+        fractional = self.name == "ray" and 0 < self.gpus_per_worker < 1
+        share = self.gpus_per_worker if fractional else 1.0
         return batch_budget(self.max_batch_tokens, memory_share=share)
 
 
 def read_toml(path: str | Path) -> dict:
     """A sweep config file: top-level keys of :class:`SweepConfig` plus ``out`` and a
     ``[backend]`` table (the fields of :class:`Backend`: ``name``, ``address``, ``workers``,
-    ``gpus_per_worker``, ``threads``, ``device``, ``device_map``)."""
+    ``gpus_per_worker``, ``threads``, ``device``, ``device_map``, ``max_batch_tokens``)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: the same parser, as the tomli package

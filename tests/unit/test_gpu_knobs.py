@@ -190,10 +190,11 @@ def test_a_sweeps_budget_reaches_every_cases_engine_and_a_gpu_share_scales_it(
         frame = mechrag.sweep("engine_budget_probe", "squad", n=2, out=tmp_path / "shared",
                               model="toy:llama", progress=False)  # fmt: skip
         assert list(frame["budget"]) == [16 * MIN_BATCH_TOKENS] * 2  # one whole GPU
-        with Backend(gpus_per_worker=0.5).batch_budget():  # what each Ray worker runs in
+        with Backend("ray", gpus_per_worker=0.5).batch_budget():  # what each Ray worker runs in
             assert Engine(model).max_batch_tokens == 8 * MIN_BATCH_TOKENS
-        with Backend(gpus_per_worker=2).batch_budget():
-            assert Engine(model).max_batch_tokens == 16 * MIN_BATCH_TOKENS
+        for whole in (Backend("ray", gpus_per_worker=2), Backend(gpus_per_worker=0.5)):
+            with whole.batch_budget():  # several GPUs, or the driver's own process
+                assert Engine(model).max_batch_tokens == 16 * MIN_BATCH_TOKENS
     finally:
         SWEEP_METHODS.pop("engine_budget_probe")
     args = build_parser("sweep").parse_args(
@@ -202,3 +203,19 @@ def test_a_sweeps_budget_reaches_every_cases_engine_and_a_gpu_share_scales_it(
     assert backend_from(args).max_batch_tokens == 128
     with pytest.raises(InputError):
         Backend(max_batch_tokens=0)
+
+
+def test_a_sweep_records_out_of_memory_and_says_which_budget_to_lower(tmp_path, capsys):
+    def exhausted(model, example, options):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    register_method("out_of_memory_probe", exhausted, replace=True)
+    try:
+        line = ["sweep", "--method", "out_of_memory_probe", "--dataset", "squad", "--n", "2",
+                "--model", "toy:llama", "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+        assert main([*line, "--max-batch-tokens", "512"]) == 0
+    finally:
+        SWEEP_METHODS.pop("out_of_memory_probe")
+    printed = capsys.readouterr().out
+    assert "0 ok, 2 errors" in printed
+    assert "2 examples ran out of GPU memory: lower --max-batch-tokens (now 512)" in printed
