@@ -3,7 +3,9 @@
 The driver loads the examples, skips those already recorded for the same config, hands the rest
 to a backend (in-process or Ray) and appends each record as it arrives: the driver is the only
 writer, each record is flushed and fsynced, and a torn last line from a kill is cut off on
-resume. A changed config in the same folder is refused unless ``force``.
+resume. A changed config in the same folder is refused unless ``force``; so is resuming it in
+another dtype when the config leaves the dtype to the device, or with another minor version of
+mechrag than made its records.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from mechrag._version import __version__
 from mechrag.errors import InputError, InputFileError, require_extra
 from mechrag.results.files import JsonlWriter, write_json
 from mechrag.sweep.backends import load_sweep_model, run_local  # noqa: F401 - its old path
@@ -80,6 +83,21 @@ def _check_precision(record: dict, done: dict[str, dict], config: SweepConfig, o
         )
 
 
+def _check_version(done: dict[str, dict], out: Path) -> None:
+    """Refuse to add records to a folder whose earlier ones another minor version of mechrag
+    made: a record stands for its version's defaults (ContextCite's target changed in 0.3), so
+    one sweep does not mix them."""
+    minor = __version__.split(".")[:2]
+    other = sorted({r["mechrag_version"] for r in done.values()
+                    if r.get("mechrag_version", __version__).split(".")[:2] != minor})  # fmt: skip
+    if other:
+        raise InputError(
+            f"{out} holds records made by mechrag {', '.join(other)}, this is {__version__}: "
+            "finish it with that version, or sweep into a new folder, so that one sweep does "
+            "not mix versions whose defaults may differ"
+        )
+
+
 def run_sweep(
     config: SweepConfig,
     out: str | Path,
@@ -111,6 +129,8 @@ def run_sweep(
         for index, example in enumerate(examples)
         if example.id not in done or (retry_errors and done[example.id]["status"] == "error")
     ]
+    if todo:
+        _check_version(done, out)
     if not todo:
         _claim_folder(out, config)
         return write_summary(out, [example.id for example in examples], config.hash)

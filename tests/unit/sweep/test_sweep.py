@@ -16,6 +16,7 @@ import sweep_stubs
 
 import mechrag
 from mechrag.cli import main
+from mechrag.errors import InputError
 from mechrag.results.files import JsonlWriter, read_jsonl, repair_jsonl
 from mechrag.sweep import ConfigChangedError, SweepConfig, read_summary, run_sweep, sweep
 from mechrag.sweep.records import RECORDS_FILE, TIMING_FIELDS
@@ -153,6 +154,21 @@ def test_more_examples_extend_a_sweep_without_rerunning(tmp_path):
     frame = sweep(n=5, **options)
     assert len(frame) == 5 and len(records(tmp_path)) == 5
     assert frame["index"].tolist() == list(range(5))
+
+
+def test_a_sweep_made_by_another_minor_version_is_not_extended(tmp_path):
+    options = {"method": "stub_score", "dataset": "squad", "out": tmp_path, "progress": False}
+    sweep(n=2, **options)
+    path = tmp_path / RECORDS_FILE
+    lines = read_jsonl(path)
+    path.write_text("".join(json.dumps({**r, "mechrag_version": "0.2.4"}) + "\n" for r in lines))
+    sweep(n=2, **options)  # nothing to add: its summary is still read
+    with pytest.raises(InputError, match="made by mechrag 0.2.4, this is"):
+        sweep(n=3, **options)
+    assert len(read_jsonl(path)) == 2
+    patch = mechrag.__version__.rsplit(".", 1)[0] + ".99"  # another patch release extends it
+    path.write_text("".join(json.dumps({**r, "mechrag_version": patch}) + "\n" for r in lines))
+    assert len(sweep(n=3, **options)) == 3
 
 
 def test_failing_example_is_an_error_record_and_retry_errors_reruns_it(tmp_path):
