@@ -11,10 +11,10 @@ or kept alone.
 Each question of the frontier's records (``experiments/frontier.py``; by default the dev samples
 with every paragraph, which nothing was fitted on) is rebuilt on its recorded response (float32);
 its held-out masks and every method's top-k subsets (those no earlier run scored) are scored in
-one batch through that case, so the masks are the same for every method. Each method's recorded scores then give its
-measures; its cost (passes, seconds) is the frontier's. ``random`` is a seeded random ranking of
-the same sources: the floor every method should clear. Questions with the most recorded methods
-go first.
+one batch through that case, so the masks are the same for every method. Each method's recorded
+scores then give its measures; its cost (passes, seconds) is the frontier's. ``random`` is a
+seeded random ranking of the same sources: the floor every method should clear. Questions with
+the most recorded methods go first.
 
 Records go to ``--out`` (one line per question and method, resumable: a rerun skips what is
 there); ``make results`` builds the tables and the plot of LDS against cost from them alone.

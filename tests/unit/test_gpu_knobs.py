@@ -212,7 +212,8 @@ def test_a_sweep_records_out_of_memory_and_says_which_budget_to_lower(tmp_path, 
     register_method("out_of_memory_probe", exhausted, replace=True)
     try:
         line = ["sweep", "--method", "out_of_memory_probe", "--dataset", "squad", "--n", "2",
-                "--model", "toy:llama", "--out", str(tmp_path / "run"), "--no-progress"]  # fmt: skip
+                "--model", "toy:llama", "--out", str(tmp_path / "run"),
+                "--no-progress"]  # fmt: skip
         assert main([*line, "--max-batch-tokens", "512"]) == 0
     finally:
         SWEEP_METHODS.pop("out_of_memory_probe")
