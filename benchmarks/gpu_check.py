@@ -405,6 +405,8 @@ def cuda_tests(device: str) -> dict:
 
 
 def main() -> int:
+    from mechrag.errors import positive_int
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda, or cpu: a check of the script")
     parser.add_argument("--shapes", nargs="+", default=list(SPEED_SHAPES), help="speed shapes")
@@ -419,8 +421,8 @@ def main() -> int:
         help="engine token budgets for the throughput (0: the engine's choice)",
     )  # fmt: skip
     parser.add_argument(
-        "--workers", type=int, nargs="+", default=list(CONCURRENT_WORKERS),
-        help="processes sharing the device for the concurrent throughput (empty: skip it)",
+        "--workers", type=positive_int, nargs="*", default=list(CONCURRENT_WORKERS),
+        help="processes sharing the device for the concurrent throughput (none: skip it)",
     )  # fmt: skip
     parser.add_argument("--worker-budget", type=int, default=WORKER_BUDGET,
                         help="each concurrent process's engine token budget")  # fmt: skip

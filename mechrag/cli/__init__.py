@@ -107,7 +107,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def is_out_of_memory(error: BaseException) -> bool:
     """A CUDA (or other accelerator) out-of-memory error, told apart without importing torch."""
-    return type(error).__name__ == "OutOfMemoryError" or "out of memory" in str(error).lower()
+    return names_out_of_memory(type(error).__name__, str(error))
+
+
+def names_out_of_memory(error_type: str, message: str) -> bool:
+    """Whether an error, by its type's name and message (as a sweep's error record keeps them),
+    is an accelerator running out of memory."""
+    return error_type == "OutOfMemoryError" or "out of memory" in message.lower()
 
 
 def out_of_memory_advice(error: BaseException, args) -> str:

@@ -113,7 +113,8 @@ def print_summary(directory: str) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from mechrag.sweep.records import aggregate
+    from mechrag.cli import names_out_of_memory
+    from mechrag.sweep.records import aggregate, latest_records
 
     if args.action == "summary":
         if not args.directory:
@@ -125,7 +126,11 @@ def run(args: argparse.Namespace) -> None:
     table = aggregate(frame)
     print(f"{out}: {table.attrs['ok']} ok, {table.attrs['errors']} errors (config {config.hash})")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))
-    out_of_memory = int((frame["error"] == "OutOfMemoryError").sum()) if len(frame) else 0
+    out_of_memory = sum(
+        record["status"] == "error"
+        and names_out_of_memory(record["error"]["type"], record["error"]["message"])
+        for record in latest_records(out, config.hash).values()
+    )
     if out_of_memory:
         budget = backend.max_batch_tokens
         now = f"now {budget}" if budget else "by default from the worker's free GPU memory"

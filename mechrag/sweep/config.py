@@ -88,8 +88,8 @@ class Backend:
     GPU): give the sweep's ``dtype`` so that its records do not depend on where it resumes (a
     sweep without one that would resume in another dtype than its records' is refused).
     ``max_batch_tokens``: every case's engine budget (not hashed; default: the engine's, from
-    free GPU memory, scaled by ``gpus_per_worker`` below one GPU, so that workers sharing a GPU
-    do not each size their batches from all of it).
+    free GPU memory, scaled by a Ray worker's ``gpus_per_worker`` below one GPU, so that workers
+    sharing a GPU do not each size their batches from all of it).
     """
 
     name: str = "local"

@@ -83,12 +83,13 @@ def _check_precision(record: dict, done: dict[str, dict], config: SweepConfig, o
         )
 
 
-def _check_version(done: dict[str, dict], out: Path) -> None:
+def _check_version(records: list[dict], out: Path) -> None:
     """Refuse to add records to a folder whose earlier ones another minor version of mechrag
-    made: a record stands for its version's defaults (ContextCite's target changed in 0.3), so
-    one sweep does not mix them."""
+    made, or records a worker of another minor version made (a Ray node): a record stands for
+    its version's defaults (ContextCite's target changed in 0.3), so one sweep does not mix
+    them."""
     minor = __version__.split(".")[:2]
-    other = sorted({r["mechrag_version"] for r in done.values()
+    other = sorted({r["mechrag_version"] for r in records
                     if r.get("mechrag_version", __version__).split(".")[:2] != minor})  # fmt: skip
     if other:
         raise InputError(
@@ -130,7 +131,7 @@ def run_sweep(
         if example.id not in done or (retry_errors and done[example.id]["status"] == "error")
     ]
     if todo:
-        _check_version(done, out)
+        _check_version(list(done.values()), out)
     if not todo:
         _claim_folder(out, config)
         return write_summary(out, [example.id for example in examples], config.hash)
@@ -156,6 +157,7 @@ def run_sweep(
 
         def write(record: dict) -> None:
             _check_precision(record, done, config, out)
+            _check_version([record], out)
             writers[0].write(record)
             bar.update()
 

@@ -7,6 +7,7 @@ import runpy
 
 import numpy as np
 import pytest
+import torch
 from helpers import REPO
 from result_tables.faithfulness import faithfulness_table
 
@@ -105,7 +106,13 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     sources = [Source(f"s{i}", text) for i, text in enumerate(DOCS)]
     example = RAGExample("q1", "hotpotqa", "Where does Ana live?", sources, ["s2"], "Oslo")
     monkeypatch.setattr(frontier_cases, "examples_of_size", lambda size, n: [example])
-    monkeypatch.setattr(loading, "load_model", lambda name, dtype=None: tiny_llama)
+    loaded = []
+
+    def load_model(name, dtype=None):
+        loaded.append(dtype)
+        return tiny_llama
+
+    monkeypatch.setattr(loading, "load_model", load_model)
     script = runpy.run_path(str(SCRIPT))
     case = Case.from_example(tiny_llama, example, response="Oslo.")
     frontier = tmp_path / "frontier"
@@ -117,20 +124,28 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     script["run"](args)
     (line,) = run_records(out / "scored")
     assert line["source_ids"] == ["s0", "s1", "s2", "s3", "s4"] and line["dtype"] == "float32"
+    assert loaded == [torch.float32]  # what the stored lines say
     assert [r["method"] for r in run_records(out)] == ["query_overlap", "random"]
     assert run_records(out)[0]["evaluation_subsets"] == len(line["log_p"])
     capsys.readouterr()
     script["run"](args)  # everything done: nothing scored, nothing written
     assert "subsets" not in capsys.readouterr().out and len(run_records(out)) == 2
-    # A method added later scores only its own top-k subsets...
-    append_jsonl(frontier / "records.jsonl", {**record, "model": "tiny", "method": "loo",
-                                              "scores": [0.1, 0.5, 0.2, 0.0, 0.3]})  # fmt: skip
+    # A method added later scores only its own top-k subsets (here one the others lack)...
+    later = [5, 4, 2, 3, 1]
+    append_jsonl(frontier / "records.jsonl",
+                 {**record, "model": "tiny", "method": "loo", "scores": later})  # fmt: skip
     script["run"](args)
-    first, *added = run_records(out / "scored")
-    _, kept = topk_masks([0.1, 0.5, 0.2, 0.0, 0.3], [1, 3, 5])
+    first, added = run_records(out / "scored")
+    _, kept = topk_masks(later, [1, 3, 5])
     new = {script["row_key"](row) for row in np.concatenate([kept, ~kept])} - set(first["log_p"])
-    assert {key for line in added for key in line["log_p"]} == new
-    assert len(added) == (1 if new else 0) and len(run_records(out)) == 3
+    assert new and set(added["log_p"]) == new and len(run_records(out)) == 3
+    # A run stopped before a question's random record finishes it, scoring nothing.
+    path = out / "records.jsonl"
+    path.write_text("".join(line for line in path.read_text().splitlines(keepends=True)
+                            if '"method": "random"' not in line))  # fmt: skip
+    script["run"](args)
+    assert sorted(r["method"] for r in run_records(out)) == ["loo", "query_overlap", "random"]
+    assert len(run_records(out / "scored")) == 2
     # ... and a stored value never stands for another order of the sources.
     stored = script["stored_log_ps"](out)
     reordered = {**first, "source_ids": first["source_ids"][::-1]}

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -60,3 +61,31 @@ def test_a_failing_concurrent_worker_gives_an_error_row_not_a_hang(monkeypatch):
     # A zero token budget fails in every worker's warm-up; the barrier is broken, nobody waits.
     (row,) = gpu_check.concurrent_throughput("cpu", 1, [2, 5], n_questions=2, budget=0)
     assert row["workers"] == 2 and "must be positive" in row["error"]
+
+
+def test_a_worker_that_fails_releases_the_ones_waiting_at_the_barrier(monkeypatch):
+    import queue
+    import threading
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import gpu_check
+
+    def run(rank, workers, settings, barrier):  # rank 0 reaches the barrier, rank 1 fails
+        if rank == 1:
+            raise RuntimeError("CUDA error: out of memory")
+        barrier.wait(timeout=60)
+        return {"rank": rank}
+
+    monkeypatch.setattr(gpu_check, "_concurrent_run", run)
+    barrier, results = threading.Barrier(2), queue.Queue()
+    waiting = threading.Thread(target=gpu_check._concurrent_worker,
+                               args=(0, 2, {}, barrier, results))  # fmt: skip
+    waiting.start()
+    while barrier.n_waiting == 0:
+        time.sleep(0.05)
+    started = time.perf_counter()
+    gpu_check._concurrent_worker(1, 2, {}, barrier, results)
+    waiting.join(timeout=60)
+    assert time.perf_counter() - started < 30  # released, not timed out
+    errors = sorted(results.get()["error"] for _ in range(2))
+    assert errors[0].startswith("BrokenBarrierError") and "out of memory" in errors[1]

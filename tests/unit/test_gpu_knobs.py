@@ -206,8 +206,13 @@ def test_a_sweeps_budget_reaches_every_cases_engine_and_a_gpu_share_scales_it(
 
 
 def test_a_sweep_records_out_of_memory_and_says_which_budget_to_lower(tmp_path, capsys):
-    def exhausted(model, example, options):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    raised = []
+
+    def exhausted(model, example, options):  # the allocator's error, then a kernel's
+        raised.append(example.id)
+        if len(raised) == 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        raise RuntimeError("CUDA error: out of memory")
 
     register_method("out_of_memory_probe", exhausted, replace=True)
     try:

@@ -171,6 +171,16 @@ def test_a_sweep_made_by_another_minor_version_is_not_extended(tmp_path):
     assert len(sweep(n=3, **options)) == 3
 
 
+def test_records_a_worker_of_another_minor_version_made_are_refused(tmp_path, monkeypatch):
+    import importlib
+
+    records_module = importlib.import_module("mechrag.sweep.records")
+    monkeypatch.setattr(records_module, "__version__", "0.2.9")  # a Ray node's mechrag
+    with pytest.raises(InputError, match="made by mechrag 0.2.9"):
+        sweep("stub_score", "squad", n=2, out=tmp_path, progress=False)
+    assert read_jsonl(tmp_path / RECORDS_FILE) == []
+
+
 def test_failing_example_is_an_error_record_and_retry_errors_reruns_it(tmp_path):
     ids = [e.id for e in SweepConfig_examples(4)]
     options = {"fail_ids": [ids[1]], "fixed": str(tmp_path / "fixed")}
