@@ -120,10 +120,19 @@ def random_response(n_tokens: int = RESPONSE_TOKENS) -> list[int]:
     return torch.randint(3, 259, (n_tokens,), generator=draw).tolist()
 
 
+def arc_jsd_on(model, query: str, sources, response: list[int], budget: int | None):
+    """Exact ARC-JSD of one question on an engine of its own (``budget``: its token budget,
+    ``None``: the engine's choice), returned for its counters."""
+    from mechrag import Case, Engine
+
+    engine = Engine(model, max_batch_tokens=budget, progress=False)
+    Case(model, query, sources, response, engine=engine).arc_jsd()
+    return engine
+
+
 def throughput(device: str, layers: int | None, budgets, n_questions: int) -> list[dict]:
     """Exact ARC-JSD over ``n_questions`` questions at :data:`THROUGHPUT_SHAPE`: questions per
     second, tokens per second and peak memory per engine token budget."""
-    from mechrag import Case, Engine
     from mechrag.models.toy import shaped_model
 
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -134,8 +143,7 @@ def throughput(device: str, layers: int | None, budgets, n_questions: int) -> li
     def run_all(budget: int, questions=questions) -> tuple[int, int]:
         tokens = chosen = 0
         for query, sources in questions:
-            engine = Engine(model, max_batch_tokens=budget or None, progress=False)
-            Case(model, query, sources, response, engine=engine).arc_jsd()
+            engine = arc_jsd_on(model, query, sources, response, budget or None)
             tokens, chosen = tokens + engine.tokens_processed, engine.max_batch_tokens
         return tokens, chosen
 
@@ -169,7 +177,6 @@ def _concurrent_worker(rank: int, workers: int, settings: dict, barrier, results
 
 
 def _concurrent_run(rank: int, workers: int, settings: dict, barrier) -> dict:
-    from mechrag import Case, Engine
     from mechrag.models.toy import shaped_model
 
     device, dtype = settings["device"], getattr(torch, settings["dtype"])
@@ -180,9 +187,7 @@ def _concurrent_run(rank: int, workers: int, settings: dict, barrier) -> dict:
     response = random_response()
 
     def arc_jsd(query, sources) -> int:
-        engine = Engine(model, max_batch_tokens=settings["budget"], progress=False)
-        Case(model, query, sources, response, engine=engine).arc_jsd()
-        return engine.tokens_processed
+        return arc_jsd_on(model, query, sources, response, settings["budget"]).tokens_processed
 
     arc_jsd(*questions[0])  # warm-up, off the clock
     synchronize(device)
