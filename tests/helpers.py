@@ -67,7 +67,8 @@ def tiny_frontier_run(tiny_llama, monkeypatch, out: Path, *, examples: int) -> l
     frontier["run"](
         SimpleNamespace(
             model="smollm2-135m", sizes=["10"], methods=["exact", "attention_fitted"],
-            examples=examples, max_new_tokens=3, threads=1, reuse_only=False, out=str(out),
+            examples=examples, max_new_tokens=3, threads=1, reuse_only=False, only_shared=False,
+            out=str(out),
         )  # fmt: skip
     )
     return [json.loads(line) for line in (out / "records.jsonl").open()]

@@ -72,7 +72,7 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
     monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["exact", "query_overlap"], examples=1,
-        max_new_tokens=4, threads=1, reuse_only=False, out=str(tmp_path),
+        max_new_tokens=4, threads=1, reuse_only=False, only_shared=False, out=str(tmp_path),
     )  # fmt: skip
     (example,) = script["examples_of_size"]("10", 1)
     asked = content_words(example.query)
@@ -121,7 +121,7 @@ def test_attention_after_generation_continues_the_generations_cache(
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["attention_fitted",
         "attention_after_generation"], examples=1, max_new_tokens=4, threads=1, reuse_only=False,
-        out=str(tmp_path),
+        only_shared=False, out=str(tmp_path),
     )  # fmt: skip
     script["run"](args)
     fresh, generated = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
@@ -163,3 +163,57 @@ def test_a_refit_reruns_only_the_methods_that_read_the_weights():
         assert reusable({"method": name, "settings": settings}, settings)
         shorter = {**settings, "max_new_tokens": 16}
         assert not reusable({"method": name, "settings": shorter}, settings)
+
+
+def test_a_method_that_builds_on_another_runs_on_its_case_and_costs_what_it_costs_alone(
+    tiny_llama, monkeypatch, tmp_path
+):
+    """LOO and the KL variant beside exact ARC-JSD, ContextCite at 64 and 256 beside ContextCite
+    at 32 (asked for in any order) run on its case after it. Each scores as it does alone on a
+    fresh case, and its record's cost (its own and its host's, summed) is what it costs alone:
+    the same passes for LOO and the KL variant, within 10% for ContextCite (its masks in two
+    groups batch less tightly). Without its host (already recorded) it runs alone, unless asked
+    to run only beside it."""
+    import numpy as np
+
+    from mechrag import Case
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    args = SimpleNamespace(
+        model="smollm2-135m", sizes=["10"], methods=["loo", "contextcite256", "exact_kl", "exact",
+        "contextcite32"], examples=1, max_new_tokens=4, threads=1, reuse_only=False,
+        only_shared=False, out=str(tmp_path),
+    )  # fmt: skip
+    script["run"](args)
+    records = {r["method"]: r for r in map(json.loads, (tmp_path / "records.jsonl").open())}
+    assert list(records) == ["exact", "contextcite32", "loo", "exact_kl", "contextcite256"]
+    (example,) = script["examples_of_size"]("10", 1)
+    hosts = {"loo": "exact", "exact_kl": "exact", "contextcite256": "contextcite32"}
+    for name, host in hosts.items():
+        fresh = Case.from_example(tiny_llama, example, response=records[host]["response_ids"])
+        alone = script["configured"](name, args.model)(fresh)
+        found = records[name]
+        assert found["builds_on"] == host and records[host]["builds_on"] is None
+        assert np.allclose(found["scores"], alone.scores, rtol=1e-5, atol=1e-8)
+        assert found["model_calls"] == alone.model_calls
+        assert found["seconds"] > records[host]["seconds"]
+        passes, tokens = alone.forward_passes, alone.metadata["tokens_processed"]
+        if host == "exact":  # the very same passes: none of its own
+            assert (found["forward_passes"], found["tokens_processed"]) == (passes, tokens)
+            assert found["forward_passes"] == records[host]["forward_passes"]
+        else:
+            assert abs(found["forward_passes"] - passes) <= 0.1 * passes
+            assert abs(found["tokens_processed"] - tokens) <= 0.1 * tokens
+            assert found["forward_passes"] > records[host]["forward_passes"] + 2
+    kept = [line for line in (tmp_path / "records.jsonl").open() if '"method": "loo"' not in line]
+    (tmp_path / "records.jsonl").write_text("".join(kept))
+    args.only_shared = True
+    script["run"](args)
+    assert (tmp_path / "records.jsonl").read_text() == "".join(kept)
+    args.only_shared = False
+    script["run"](args)
+    again = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[-1])
+    assert again["method"] == "loo" and again["builds_on"] is None
+    assert again["forward_passes"] == records["exact"]["forward_passes"]
+    assert np.allclose(again["scores"], records["loo"]["scores"], rtol=1e-9, atol=1e-12)
