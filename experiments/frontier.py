@@ -7,17 +7,15 @@ attribution with uniform, localized and fitted weights, ContextCite at 32, 64 an
 Leverage SHAP and pmcSHAP at 32, leave-one-out and question-word overlap;
 ``attention_after_generation`` is fitted attention on the case that generated the response (the
 generation off the clock), which continues the generation's cache, as an attribution made while
-answering does. A method that scores every subset of another (:data:`BUILDS_ON`: leave-one-out and
-the KL variant exact ARC-JSD's, ContextCite at 64 ablations the 32 of ContextCite at 32, whose
-masks its own continue) runs, beside it, on its case after it and pays only for what it adds; its
-record (``builds_on``) carries both costs summed, what it costs alone: the same passes for LOO and
-the KL variant; for ContextCite the same tokens, in a few more passes (its masks batch in two
-groups; 7% more on the tiny test model). Each method's speed-up is exact ARC-JSD's seconds over its
-seconds on the same example; agreement is the top-1 match and the Spearman correlation with exact
-ARC-JSD's scores; gold top-1 says whether its top source is a gold sentence, and each record says
-whether the response was correct. Exact ARC-JSD is the reference of the frontier table, but a run
-may leave it out (``--methods attention_fitted query_overlap``) to take a fast method to more
-examples than exact can reach; those feed the paper-setting table (``make results``).
+answering does. Leave-one-out and the KL variant score exactly exact ARC-JSD's subsets
+(:data:`BUILDS_ON`): beside it, they run on its case after it, adding no pass, and their records
+name it (``builds_on``) and carry its cost summed with theirs, which is what each costs alone. Each
+method's speed-up is exact ARC-JSD's seconds over its seconds on the same example; agreement is the
+top-1 match and the Spearman correlation with exact ARC-JSD's scores; gold top-1 says whether its
+top source is a gold sentence, and each record says whether the response was correct. Exact ARC-JSD
+is the reference of the frontier table, but a run may leave it out (``--methods attention_fitted
+query_overlap``) to take a fast method to more examples than exact can reach; those feed the
+paper-setting table (``make results``).
 
 Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
 :func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
@@ -80,22 +78,13 @@ SCREEN_CANDIDATES = 5
 # move to it when they are rerun.
 CONTEXTCITE_TARGET = "total_token_logit_prob"
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
-# Methods that score every subset of another: LOO and the KL variant exact ARC-JSD's (each single
-# removal), ContextCite the masks of its smaller budgets (one seeded stream: their first rows).
-# Beside the nearest of them, a method runs on its case after it, and its cost is the two summed
-# (SUMMED; its model calls, the subsets it asks for, are its own either way).
-BUILDS_ON = {
-    "exact_kl": "exact",
-    "loo": "exact",
-    "contextcite64": "contextcite32",
-    "contextcite256": "contextcite64",
-}
+# Methods that score exactly the subsets of another (each single removal, beside the full
+# context). Beside it, a method runs on its case after it, scoring nothing new, and its cost is the
+# two summed (SUMMED; its model calls, the subsets it asks for, are its own either way).
+# ContextCite's budgets are not here, though a larger one draws the smaller's masks first: split
+# in two groups, its masks take up to a sixth more passes than alone.
+BUILDS_ON = {"exact_kl": "exact", "loo": "exact"}
 SUMMED = ("seconds", "forward_passes", "tokens_processed")
-
-
-def depth(name: str) -> int:
-    """How many methods ``name`` builds on (run in this order, each after its own)."""
-    return 1 + depth(BUILDS_ON[name]) if name in BUILDS_ON else 0
 
 
 def configured(name: str, model_name: str):
@@ -221,7 +210,7 @@ def run(args: argparse.Namespace) -> None:
     for record in sorted(records, key=lambda r: r["method"] != "exact"):
         responses.setdefault((record["size"], record["id"]), record["response_ids"])
     warmed = set()  # the models whose first pass has run: "target", "proxy"
-    methods = sorted(args.methods, key=depth)
+    methods = sorted(args.methods, key=lambda name: name in BUILDS_ON)  # each after its own
     for size in args.sizes:
         examples = unseen(model, examples_of_size(size, args.examples))
         for example in examples:
@@ -238,9 +227,7 @@ def run(args: argparse.Namespace) -> None:
             for name in methods:
                 if (size, example.id, name) in done:
                     continue
-                builds_on = BUILDS_ON.get(name)  # the nearest method it builds on that ran
-                while builds_on and builds_on not in ran:
-                    builds_on = BUILDS_ON.get(builds_on)
+                builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in ran else None
                 if name in BUILDS_ON and args.only_shared and not builds_on:
                     continue
                 runs_on = "proxy" if name == "proxy" else "target"
@@ -326,8 +313,7 @@ def main() -> None:
     parser.add_argument(
         "--only-shared",
         action="store_true",
-        help="the methods that build on another (LOO, the KL variant, ContextCite at 64 and 256)"
-        " only where it runs beside them",
+        help="LOO and the KL variant only where exact ARC-JSD runs beside them (at no cost)",
     )
     parser.add_argument("--out", default=None, help="default: experiments/runs/frontier_MODEL")
     args = parser.parse_args()
