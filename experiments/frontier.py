@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> None:
                 response = case.response_ids
                 if "attention_after_generation" in args.methods:
                     generated = case
-            ran = {}  # name -> (case, cost) of the methods run on this example
+            ran = {}  # name -> (case, cost) of the BUILDS_ON hosts run on this example
             for name in methods:
                 if (size, example.id, name) in done:
                     continue
@@ -253,7 +253,8 @@ def run(args: argparse.Namespace) -> None:
                                         result.metadata["tokens_processed"])))
                 # The method's own clock (no model loads), and its host's when it built on one.
                 cost = {k: v + ran[builds_on][1][k] for k, v in own.items()} if builds_on else own
-                ran[name] = (case, cost)
+                if name in BUILDS_ON.values():
+                    ran[name] = (case, cost)
                 ranked = [result.sources[i].id for i in result.ranking]
                 append_jsonl(
                     out / "records.jsonl",
