@@ -326,7 +326,7 @@ def frontier_figure(records: list[dict], path: Path) -> None:
     model = records[0]["settings"]["model"]  # one per run folder (frontier_pairs checks)
     sizes = list(dict.fromkeys(size for size, _ in pairs))
     methods = list(dict.fromkeys(method for _, method in pairs))
-    colours = dict(zip(methods, plt.get_cmap("tab10").colors))
+    colours = dict(zip(methods, plt.get_cmap("tab20").colors))  # 20 > the frontier's 17 methods
     figure, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4.2), squeeze=False)
     for ax, size in zip(axes[0], sizes):
         for (at, method), found in pairs.items():
