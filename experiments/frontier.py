@@ -1,10 +1,10 @@
 """The fast-attribution frontier: accuracy against cost, per context size, against exact ARC-JSD.
 
 For each context size and example, one greedy response is generated (outside every timing) and
-every method then runs on its own fresh case with that response, in this one process: exact
-ARC-JSD (and its KL variant), the Fisher screen, hierarchical ARC-JSD, a proxy model, attention
-attribution with uniform, localized and fitted weights, ContextCite at 32, 64 and 256 ablations,
-Leverage SHAP and pmcSHAP at 32, leave-one-out and question-word overlap;
+every method then runs on a fresh case with that response (its own, but for the two below), in this
+one process: exact ARC-JSD (and its KL variant), the Fisher screen, hierarchical ARC-JSD, a proxy
+model, attention attribution with uniform, localized and fitted weights, ContextCite at 32, 64 and
+256 ablations, Leverage SHAP and pmcSHAP at 32, leave-one-out and question-word overlap;
 ``attention_after_generation`` is fitted attention on the case that generated the response (the
 generation off the clock), which continues the generation's cache, as an attribution made while
 answering does. Leave-one-out and the KL variant score exactly exact ARC-JSD's subsets

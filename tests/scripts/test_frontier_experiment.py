@@ -211,3 +211,10 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     assert again["method"] == "loo" and again["builds_on"] is None
     assert again["forward_passes"] == exact["forward_passes"]
     assert np.allclose(again["scores"], records["loo"]["scores"], rtol=1e-9, atol=1e-12)
+    args.only_shared, args.out = True, str(tmp_path / "beside")
+    script["run"](args)
+    beside = [json.loads(line) for line in (tmp_path / "beside" / "records.jsonl").open()]
+    assert [(r["method"], r["builds_on"]) for r in beside][-2:] == [
+        ("loo", "exact"),
+        ("exact_kl", "exact"),
+    ]
