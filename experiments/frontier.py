@@ -223,11 +223,11 @@ def run(args: argparse.Namespace) -> None:
                 response = case.response_ids
                 if "attention_after_generation" in args.methods:
                     generated = case
-            ran = {}  # name -> (case, cost) of the BUILDS_ON hosts run on this example
+            hosts = {}  # name -> (case, cost) of the BUILDS_ON hosts run on this example
             for name in methods:
                 if (size, example.id, name) in done:
                     continue
-                builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in ran else None
+                builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in hosts else None
                 if name in BUILDS_ON and args.only_shared and not builds_on:
                     continue
                 runs_on = "proxy" if name == "proxy" else "target"
@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> None:
                     warmed.add(runs_on)
                 method = configured(name, args.model)
                 if builds_on:
-                    case = ran[builds_on][0]
+                    case = hosts[builds_on][0]
                 else:
                     case = method_case(
                         model, example, response, name, args.max_new_tokens, generated=generated
@@ -252,9 +252,9 @@ def run(args: argparse.Namespace) -> None:
                 own = dict(zip(SUMMED, (result.metadata["seconds"], result.forward_passes,
                                         result.metadata["tokens_processed"])))
                 # The method's own clock (no model loads), and its host's when it built on one.
-                cost = {k: v + ran[builds_on][1][k] for k, v in own.items()} if builds_on else own
+                cost = {k: v + hosts[builds_on][1][k] for k, v in own.items()} if builds_on else own
                 if name in BUILDS_ON.values():
-                    ran[name] = (case, cost)
+                    hosts[name] = (case, cost)
                 ranked = [result.sources[i].id for i in result.ranking]
                 append_jsonl(
                     out / "records.jsonl",
