@@ -8,14 +8,14 @@ model, attention attribution with uniform, localized and fitted weights, Context
 ``attention_after_generation`` is fitted attention on the case that generated the response (the
 generation off the clock), which continues the generation's cache, as an attribution made while
 answering does. Leave-one-out and the KL variant score exactly exact ARC-JSD's subsets
-(:data:`BUILDS_ON`): beside it, they run on its case after it, adding no pass, and their records
-name it (``builds_on``) and carry its cost summed with theirs, which is what each costs alone. Each
-method's speed-up is exact ARC-JSD's seconds over its seconds on the same example; agreement is the
-top-1 match and the Spearman correlation with exact ARC-JSD's scores; gold top-1 says whether its
-top source is a gold sentence, and each record says whether the response was correct. Exact ARC-JSD
-is the reference of the frontier table, but a run may leave it out (``--methods attention_fitted
-query_overlap``) to take a fast method to more examples than exact can reach; those feed the
-paper-setting table (``make results``).
+(:data:`BUILDS_ON`): beside it, they run on its case right after it, adding no pass (with
+``--only-shared``, only there), and their records name it (``builds_on``) and carry its cost summed
+with theirs, which is what each costs alone. Each method's speed-up is exact ARC-JSD's seconds over
+its seconds on the same example; agreement is the top-1 match and the Spearman correlation with
+exact ARC-JSD's scores; gold top-1 says whether its top source is a gold sentence, and each record
+says whether the response was correct. Exact ARC-JSD is the reference of the frontier table, but a
+run may leave it out (``--methods attention_fitted query_overlap``) to take a fast method to more
+examples than exact can reach; those feed the paper-setting table (``make results``).
 
 Sizes: ``10``, ``20``, ``40`` sentences (HotpotQA with all ten paragraphs, cut by
 :func:`mechrag.data.cut_to_sentences`), ``hotpotqa`` (the whole ten-paragraph context, ~51
@@ -85,6 +85,18 @@ PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
 # in two groups, its masks take up to a sixth more passes than alone.
 BUILDS_ON = {"exact_kl": "exact", "loo": "exact"}
 SUMMED = ("seconds", "forward_passes", "tokens_processed")
+
+
+def run_order(methods: list[str]) -> list[str]:
+    """``methods`` in the order given, but each of :data:`BUILDS_ON` right after the method it
+    builds on (when that runs too), so the host's case is released once they have run."""
+    builders = [name for name in methods if BUILDS_ON.get(name) in methods]
+    return [
+        then
+        for name in methods
+        if name not in builders
+        for then in (name, *(b for b in builders if BUILDS_ON[b] == name))
+    ]
 
 
 def configured(name: str, model_name: str):
@@ -210,7 +222,7 @@ def run(args: argparse.Namespace) -> None:
     for record in sorted(records, key=lambda r: r["method"] != "exact"):
         responses.setdefault((record["size"], record["id"]), record["response_ids"])
     warmed = set()  # the models whose first pass has run: "target", "proxy"
-    methods = sorted(args.methods, key=lambda name: name in BUILDS_ON)  # each after its own
+    methods = run_order(args.methods)
     for size in args.sizes:
         examples = unseen(model, examples_of_size(size, args.examples))
         for example in examples:
@@ -225,6 +237,8 @@ def run(args: argparse.Namespace) -> None:
                     generated = case
             hosts = {}  # name -> (case, cost) of the BUILDS_ON hosts run on this example
             for name in methods:
+                if name not in BUILDS_ON:
+                    hosts.clear()  # the last host's builders ran just after it: free its case
                 if (size, example.id, name) in done:
                     continue
                 builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in hosts else None
@@ -318,6 +332,12 @@ def main() -> None:
     )
     parser.add_argument("--out", default=None, help="default: experiments/runs/frontier_MODEL")
     args = parser.parse_args()
+    stranded = [name for name in args.methods if BUILDS_ON.get(name, name) not in args.methods]
+    if args.only_shared and stranded:
+        parser.error(
+            f"--only-shared runs {', '.join(stranded)} only beside "
+            f"{', '.join(sorted({BUILDS_ON[name] for name in stranded}))}: add it to --methods"
+        )
     args.out = args.out or run_folder("frontier", args.model)
     run(args)
     print(

@@ -185,7 +185,7 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     )  # fmt: skip
     script["run"](args)
     records = {r["method"]: r for r in map(json.loads, (tmp_path / "records.jsonl").open())}
-    assert list(records) == ["exact", "query_overlap", "loo", "exact_kl"]
+    assert list(records) == ["exact", "loo", "exact_kl", "query_overlap"]  # right after exact
     exact = records["exact"]
     assert exact["builds_on"] is records["query_overlap"]["builds_on"] is None
     (example,) = script["examples_of_size"]("10", 1)
@@ -215,7 +215,23 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     args.only_shared, args.out = True, str(tmp_path / "beside")
     script["run"](args)
     beside = [json.loads(line) for line in (tmp_path / "beside" / "records.jsonl").open()]
-    assert [(r["method"], r["builds_on"]) for r in beside][-2:] == [
+    assert [(r["method"], r["builds_on"]) for r in beside] == [
+        ("exact", None),
         ("loo", "exact"),
         ("exact_kl", "exact"),
+        ("query_overlap", None),
     ]
+
+
+def test_only_shared_without_exact_arc_jsd_is_refused_in_one_line(monkeypatch, capsys):
+    """``--only-shared`` runs LOO and the KL variant only beside exact ARC-JSD: asked for without
+    it, they would never run, so the command stops before loading anything."""
+    import pytest
+
+    script = runpy.run_path(str(SCRIPT))
+    monkeypatch.setattr("sys.argv", ["frontier.py", "--methods", "loo", "screen", "--only-shared"])
+    with pytest.raises(SystemExit) as stopped:
+        script["main"]()
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.endswith("--only-shared runs loo only beside exact: add it to --methods")
