@@ -237,8 +237,9 @@ def run(args: argparse.Namespace) -> None:
                     generated = case
             hosts = {}  # name -> (case, cost) of the BUILDS_ON hosts run on this example
             for name in methods:
-                if name not in BUILDS_ON:
-                    hosts.clear()  # the last host's builders ran just after it: free its case
+                if name not in BUILDS_ON:  # the last host's builders ran just after it: free its
+                    hosts.clear()  # case before the next method builds one
+                    case = None
                 if (size, example.id, name) in done:
                     continue
                 builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in hosts else None
