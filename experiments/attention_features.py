@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from frontier_cases import recorded_cases, run_folder
+from frontier_cases import REPOSITORY, recorded_cases, run_folder
 
 KINDS = ("mean", "share", "peak", "per_source_token", "weighted", "weighted_share")
 FEATURE_SETS = (
@@ -240,7 +240,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.frontier = args.frontier or run_folder("frontier", args.model)
-    args.cache = args.cache or run_folder("attention_features", args.model, root="runs")
+    cache_root = REPOSITORY / "runs"  # not committed (.gitignore)
+    args.cache = args.cache or run_folder("attention_features", args.model, root=cache_root)
     args.out = args.out or run_folder("attention_features", args.model)
     run(args)
     print("table: make results (experiments/make_results.py: attention_features)")

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from pathlib import Path
 
 from frontier_cases import (
@@ -88,14 +89,19 @@ SUMMED = ("seconds", "forward_passes", "tokens_processed")
 
 
 def run_order(methods: list[str]) -> list[str]:
-    """``methods`` in the order given, but each of :data:`BUILDS_ON` right after the method it
-    builds on (when that runs too), so the host's case is released once they have run."""
-    builders = [name for name in methods if BUILDS_ON.get(name) in methods]
+    """``methods`` once each, in the order given, but each of :data:`BUILDS_ON` right after the
+    method it builds on (when that runs too), so the host's case is released once they have run."""
+    methods = list(dict.fromkeys(methods))
+
+    def with_builders(name: str) -> list[str]:
+        builders = [b for b in methods if BUILDS_ON.get(b) == name]
+        return [name, *(then for b in builders for then in with_builders(b))]
+
     return [
         then
         for name in methods
-        if name not in builders
-        for then in (name, *(b for b in builders if BUILDS_ON[b] == name))
+        if BUILDS_ON.get(name) not in methods
+        for then in with_builders(name)
     ]
 
 
@@ -223,6 +229,7 @@ def run(args: argparse.Namespace) -> None:
         responses.setdefault((record["size"], record["id"]), record["response_ids"])
     warmed = set()  # the models whose first pass has run: "target", "proxy"
     methods = run_order(args.methods)
+    stranded = Counter()  # builders left out by --only-shared: an earlier run recorded the host
     for size in args.sizes:
         examples = unseen(model, examples_of_size(size, args.examples))
         for example in examples:
@@ -244,6 +251,7 @@ def run(args: argparse.Namespace) -> None:
                     continue
                 builds_on = BUILDS_ON.get(name) if BUILDS_ON.get(name) in hosts else None
                 if name in BUILDS_ON and args.only_shared and not builds_on:
+                    stranded[name] += 1
                     continue
                 runs_on = "proxy" if name == "proxy" else "target"
                 if runs_on not in warmed:  # a model's first pass is slower: keep it off the clock
@@ -313,6 +321,11 @@ def run(args: argparse.Namespace) -> None:
                     f"({cost['forward_passes']} passes{f' with {builds_on}' if builds_on else ''})",
                     flush=True,
                 )
+    for name, count in stranded.items():
+        print(
+            f"--only-shared left out {name} on {count} examples whose {BUILDS_ON[name]} record an "
+            "earlier run made (without --only-shared it runs alone there, at its cost)"
+        )
 
 
 def main() -> None:

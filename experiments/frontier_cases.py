@@ -8,6 +8,10 @@ sibling (Python puts a script's folder first on its path).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+# The repository's root: run folders sit there, wherever the command runs from.
+REPOSITORY = Path(__file__).resolve().parent.parent
 # The sizes that are a shipped sample's whole contexts: (data set, split).
 WHOLE_CONTEXTS = {
     "hotpotqa": ("hotpotqa", "train"),
@@ -50,10 +54,11 @@ def recorded_cases(model, exact: dict, sizes, done: set):
             yield size, example, reference, case
 
 
-def run_folder(name: str, model: str, root: str = "experiments/runs") -> str:
+def run_folder(name: str, model: str, root: Path = REPOSITORY / "experiments" / "runs") -> Path:
     """Where a benchmark keeps ``model``'s records by default: ``ROOT/NAME_FAMILY`` (family:
-    ``smollm2``, ``gemma3``)."""
-    return f"{root}/{name}_{model.split('-')[0]}"
+    ``smollm2``, ``gemma3``), the committed run folders of this checkout from any working
+    directory."""
+    return root / f"{name}_{model.split('-')[0]}"
 
 
 def weights_hash(model_name: str) -> str | None:

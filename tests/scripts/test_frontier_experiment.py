@@ -166,7 +166,7 @@ def test_a_refit_reruns_only_the_methods_that_read_the_weights():
 
 
 def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_cost_alone(
-    tiny_llama, monkeypatch, tmp_path
+    tiny_llama, monkeypatch, tmp_path, capsys
 ):
     """Beside exact ARC-JSD (asked for first or last), LOO and the KL variant run on its case
     after it, adding no pass: each scores as it does alone on a fresh case, and its record's cost
@@ -204,8 +204,10 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     kept = [line for line in lines if json.loads(line)["method"] != "loo"]
     (tmp_path / "records.jsonl").write_text("".join(kept))
     args.only_shared = True
+    capsys.readouterr()
     script["run"](args)
     assert (tmp_path / "records.jsonl").read_text() == "".join(kept)
+    assert "--only-shared left out loo on 1 examples whose exact record" in capsys.readouterr().out
     args.only_shared = False
     script["run"](args)
     again = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[-1])
@@ -229,9 +231,27 @@ def test_only_shared_without_exact_arc_jsd_is_refused_in_one_line(monkeypatch, c
     import pytest
 
     script = runpy.run_path(str(SCRIPT))
+
+    def loaded(name):
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr("mechrag.models.loading.load_model", loaded)
     monkeypatch.setattr("sys.argv", ["frontier.py", "--methods", "loo", "screen", "--only-shared"])
     with pytest.raises(SystemExit) as stopped:
         script["main"]()
     assert stopped.value.code == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.endswith("--only-shared runs loo only beside exact: add it to --methods")
+
+
+def test_run_order_runs_each_method_once_and_builders_right_after_their_host(monkeypatch):
+    """Repeated names run once; a builder follows its host, and one built on a builder follows
+    that builder, wherever each was asked for."""
+    script = runpy.run_path(str(SCRIPT))
+    run_order = script["run_order"]
+    assert run_order(["loo", "screen", "exact", "screen", "loo"]) == ["screen", "exact", "loo"]
+    monkeypatch.setitem(run_order.__globals__["BUILDS_ON"], "after_loo", "loo")
+    assert run_order(["after_loo", "query_overlap", "loo", "exact_kl", "exact"]) == [
+        "query_overlap", "exact", "loo", "after_loo", "exact_kl",
+    ]  # fmt: skip
+    assert run_order(["after_loo", "loo"]) == ["loo", "after_loo"]  # its host's host not asked
