@@ -34,7 +34,7 @@ SHIPPED = "shipped"  # the size label of the shipped fit's own training records
 DESIGN_DECIMALS = 6
 
 
-def shipped_fit_records(folder: str, model: str) -> list[dict]:
+def shipped_fit_records(folder: str | Path, model: str) -> list[dict]:
     """The shipped fit's training records (``mechrag fit-attention --records``) as this run's
     records: size :data:`SHIPPED`, their design and exact scores."""
     from mechrag.results.files import run_records

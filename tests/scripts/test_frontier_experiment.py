@@ -207,7 +207,11 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     capsys.readouterr()
     script["run"](args)
     assert (tmp_path / "records.jsonl").read_text() == "".join(kept)
-    assert "--only-shared left out loo on 1 examples whose exact record" in capsys.readouterr().out
+    left_out = [line for line in capsys.readouterr().out.splitlines() if "left out" in line]
+    assert left_out == [
+        "--only-shared left out loo on 1 example whose exact record an earlier run made "
+        "(without --only-shared it runs alone there, at its cost)"
+    ]
     args.only_shared = False
     script["run"](args)
     again = json.loads((tmp_path / "records.jsonl").read_text().splitlines()[-1])
@@ -215,7 +219,9 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     assert again["forward_passes"] == exact["forward_passes"]
     assert np.allclose(again["scores"], records["loo"]["scores"], rtol=1e-9, atol=1e-12)
     args.only_shared, args.out = True, str(tmp_path / "beside")
+    capsys.readouterr()
     script["run"](args)
+    assert "left out" not in capsys.readouterr().out
     beside = [json.loads(line) for line in (tmp_path / "beside" / "records.jsonl").open()]
     assert [(r["method"], r["builds_on"]) for r in beside] == [
         ("exact", None),
