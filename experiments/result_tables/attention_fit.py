@@ -8,22 +8,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mechrag.metrics.detection import mcnemar_exact
-
-from .common import Table, interval, markdown, p_text, ratio_interval, table
+from .common import Table, gained_lost, interval, markdown, ratio_interval, table
 from .frontier import size_and_id, within_top_credit
 
 TABLES: dict[str, Table] = {}
-
-
-def gained_lost(agrees, baseline) -> str:
-    """Cases that agree (full credit: a tie at the top does not) under one fit and not under
-    its baseline, the reverse, and their exact McNemar p: ``2 / 1 (p 1)``."""
-    now, before = np.asarray(agrees) == 1, np.asarray(baseline) == 1
-    return (
-        f"{int((now & ~before).sum())} / {int((~now & before).sum())} "
-        f"(p {p_text(mcnemar_exact(now, before))})"
-    )
 
 
 def top1_and_spearman(predicted, exact) -> tuple[float, float]:

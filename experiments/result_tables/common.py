@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mechrag.metrics.detection import SIGN_FLIP_EXACT, bootstrap_ci, sign_flip_p
+from mechrag.metrics.detection import SIGN_FLIP_EXACT, bootstrap_ci, mcnemar_exact, sign_flip_p
 
 SEED = 0
 RESAMPLES = 2000
@@ -164,6 +164,16 @@ def paired_difference(differences, *, digits: int) -> str:
     """Mean paired difference with its interval and its sign-flip p, ``+0.43 [...] (p .062)``."""
     p = p_text(mean_p(differences), sampled=sampled_test(len(differences)))
     return f"{interval(differences, digits=digits, sign=True)} (p {p})"
+
+
+def gained_lost(agrees, baseline) -> str:
+    """Pairs where only the first outcome holds (e.g. a case agrees under one fit and not under
+    its baseline), the reverse, and their exact McNemar p (a sign test): ``2 / 1 (p 1)``."""
+    now, before = np.asarray(agrees) == 1, np.asarray(baseline) == 1
+    return (
+        f"{int((now & ~before).sum())} / {int((~now & before).sum())} "
+        f"(p {p_text(mcnemar_exact(now, before))})"
+    )
 
 
 def markdown(header: list[str], rows: list[list[str]]) -> str:

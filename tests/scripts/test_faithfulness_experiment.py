@@ -193,4 +193,30 @@ def test_the_table_orders_by_cost_and_pairs_with_exact():
     assert overlap[7].startswith("\N{MINUS SIGN}0.40 ") and overlap[7].endswith("n = 2")
     assert exact[7] == "–"
     assert overlap[8] == "\N{MINUS SIGN}0.4 / \N{MINUS SIGN}0.8 / –"
-    assert overlap[10].rstrip(" |") == "0.00" and exact[10].rstrip(" |") == "1.00"
+    assert overlap[10] == exact[10] == "–"  # no top 5 to pair
+    assert overlap[12].rstrip(" |") == "0.00" and exact[12].rstrip(" |") == "1.00"
+    # One response resting on one sentence moves the mean removal, not its median.
+    records.append(record("c", "overlap", 30.0, 0, False))
+    rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
+    overlap = next(row for row in rows if row[1] == "overlap")
+    assert overlap[8].startswith("\N{MINUS SIGN}10.3 / ")
+    assert overlap[9] == "\N{MINUS SIGN}0.5 / \N{MINUS SIGN}1.0 / –"
+
+
+def test_the_top_5_removal_is_paired_with_exact_arc_jsd_by_sign():
+    """Deeper / shallower counts the questions where the method's top 5 removed lower log p
+    more / less than exact ARC-JSD's; a tie (the same change) counts for neither."""
+
+    def record(question, method, removed):
+        return {"size": "hotpotqa_dev", "id": question, "method": method, "lds": 0.5,
+                "forward_passes": 1, "correct": False, "top1_gold": False,
+                "topk_removal": {"5": removed}, "topk_keep": {"5": 0.0}}  # fmt: skip
+
+    exact = {"a": -5.0, "b": -2.0, "c": -1.0, "d": -3.0, "e": -4.0}
+    method = {"a": -6.0, "b": -2.0, "c": -0.5, "d": -3.5, "e": -9.0}
+    records = [record(q, "exact", v) for q, v in exact.items()]
+    records += [record(q, "attention", v) for q, v in method.items()]
+    rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
+    cells = {row[1]: row[10] for row in rows}
+    # 3 deeper, 1 shallower: exact two-sided binomial p = 2 * (1 + 4) / 16.
+    assert cells == {"attention": "3 / 1 (p .62), n = 5", "exact": "–"}
