@@ -322,9 +322,9 @@ def run(args: argparse.Namespace) -> None:
                     flush=True,
                 )
     for name, count in stranded.items():
-        examples = f"{count} example{'s' if count != 1 else ''}"
+        counted = f"{count} example{'s' if count != 1 else ''}"
         print(
-            f"--only-shared left out {name} on {examples} whose {BUILDS_ON[name]} record an "
+            f"--only-shared left out {name} on {counted} whose {BUILDS_ON[name]} record an "
             "earlier run made (without --only-shared it runs alone there, at its cost)"
         )
 

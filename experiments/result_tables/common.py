@@ -168,7 +168,8 @@ def paired_difference(differences, *, digits: int) -> str:
 
 def gained_lost(agrees, baseline) -> str:
     """Pairs where only the first outcome holds (e.g. a case agrees under one fit and not under
-    its baseline), the reverse, and their exact McNemar p (a sign test): ``2 / 1 (p 1)``."""
+    its baseline), the reverse, and their exact McNemar p (a sign test): ``2 / 1 (p 1)``. An
+    outcome holds where it equals 1 (True, or full credit: a tie's fractional credit does not)."""
     now, before = np.asarray(agrees) == 1, np.asarray(baseline) == 1
     return (
         f"{int((now & ~before).sum())} / {int((~now & before).sum())} "

@@ -81,10 +81,12 @@ def removal_against_reference(found: list[dict], reference: dict[tuple, dict]) -
     """On the questions both have: how often removing the method's top :data:`PAIRED_K` lowers
     ``log p`` further than removing exact ARC-JSD's, the reverse (ties: the same sentences, or
     the same change), and their sign test; robust to the few questions that carry the mean."""
+    if found[0]["method"] == REFERENCE:
+        return "–"
     pairs = [(r["topk_removal"][PAIRED_K], reference[r["size"], r["id"]]["topk_removal"][PAIRED_K])
-             for r in found if (r["size"], r["id"]) in reference
-             and PAIRED_K in r["topk_removal"]]  # fmt: skip
-    if not pairs or found[0]["method"] == REFERENCE:
+             for r in found if (r["size"], r["id"]) in reference and PAIRED_K in r["topk_removal"]
+             and PAIRED_K in reference[r["size"], r["id"]]["topk_removal"]]  # fmt: skip
+    if not pairs:
         return "–"
     method, exact = np.transpose(pairs)
     return f"{gained_lost(method < exact, exact < method)}, n = {len(pairs)}"
@@ -111,11 +113,12 @@ def held_out(records: list[dict]) -> list[dict]:
     "apart (n); the paired difference from exact ARC-JSD's LDS on the same questions (sign-flip "
     "p); top-k removal / keep = mean change of the response's log-probability (nats) when the "
     "method's top 1 / 3 / 5 sentences are removed / kept alone (more negative removal and less "
-    "negative keep = more faithful); the median removal beside the mean, which a few questions "
-    "whose response rests on one sentence (tens of nats each) can carry; top-5 deeper / "
-    "shallower = the questions where removing the method's top 5 lowers the log-probability "
-    "more / less than removing exact ARC-JSD's (ties, the same change, left out), with their "
-    "exact sign-test p; `random` = seeded "
+    "negative keep = more faithful); removal median = the median of the same changes (the mean "
+    "can rest on a few questions whose response rests on one sentence, tens of nats each); "
+    "top-5 deeper / shallower = the number of questions where removing the method's top 5 "
+    "lowers the log-probability more / less than removing exact ARC-JSD's (a tie, the same "
+    "change, counts for neither; n = questions paired, ties included; – where exact ARC-JSD has "
+    "no record), with their exact sign-test p; `random` = seeded "
     "random scores in [0, 1), the floor (positive weights partly track how many sentences a "
     "mask keeps, which alone predicts some of the output); gold top-1 = the share of questions "
     "whose top sentence is a gold one.",

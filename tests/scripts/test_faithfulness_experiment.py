@@ -216,7 +216,9 @@ def test_the_top_5_removal_is_paired_with_exact_arc_jsd_by_sign():
     method = {"a": -6.0, "b": -2.0, "c": -0.5, "d": -3.5, "e": -9.0}
     records = [record(q, "exact", v) for q, v in exact.items()]
     records += [record(q, "attention", v) for q, v in method.items()]
-    rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
-    cells = {row[1]: row[10] for row in rows}
+    records.append(record("f", "attention", -50.0))  # no exact record to pair with: left out
+    lines = faithfulness_table(records).splitlines()
+    assert lines[0].split(" | ")[10] == "top-5 deeper / shallower"
+    cells = {row[1]: row[10] for row in (line.split(" | ") for line in lines[2:])}
     # 3 deeper, 1 shallower: exact two-sided binomial p = 2 * (1 + 4) / 16.
     assert cells == {"attention": "3 / 1 (p .62), n = 5", "exact": "–"}
