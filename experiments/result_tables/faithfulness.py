@@ -67,10 +67,20 @@ def changes(found: list[dict], field: str, statistic=np.mean) -> str:
     return " / ".join(number(statistic(v), 1) if v else "–" for v in values)
 
 
+def reference_pairs(found: list[dict], reference: dict[tuple, dict], value) -> list[tuple]:
+    """(the method's, exact ARC-JSD's) ``value`` of a record on the questions both have, where
+    both have one (``value`` gives None where a record lacks it)."""
+    pairs = []
+    for record in found:
+        twin = reference.get((record["size"], record["id"]))
+        if twin is not None and value(record) is not None and value(twin) is not None:
+            pairs.append((value(record), value(twin)))
+    return pairs
+
+
 def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
     """The paired difference of LDS from exact ARC-JSD's on the questions both have."""
-    pairs = [(r["lds"], reference[r["size"], r["id"]]["lds"]) for r in found
-             if (r["size"], r["id"]) in reference]  # fmt: skip
+    pairs = reference_pairs(found, reference, lambda r: r["lds"])
     if not pairs or found[0]["method"] == REFERENCE:
         return "–"
     differences = np.subtract(*np.transpose(pairs))
@@ -81,12 +91,8 @@ def removal_against_reference(found: list[dict], reference: dict[tuple, dict]) -
     """On the questions both have: how often removing the method's top :data:`PAIRED_K` lowers
     ``log p`` further than removing exact ARC-JSD's, the reverse (ties: the same sentences, or
     the same change), and their sign test; robust to the few questions that carry the mean."""
-    if found[0]["method"] == REFERENCE:
-        return "–"
-    pairs = [(r["topk_removal"][PAIRED_K], reference[r["size"], r["id"]]["topk_removal"][PAIRED_K])
-             for r in found if (r["size"], r["id"]) in reference and PAIRED_K in r["topk_removal"]
-             and PAIRED_K in reference[r["size"], r["id"]]["topk_removal"]]  # fmt: skip
-    if not pairs:
+    pairs = reference_pairs(found, reference, lambda r: r["topk_removal"].get(PAIRED_K))
+    if not pairs or found[0]["method"] == REFERENCE:
         return "–"
     method, exact = np.transpose(pairs)
     return f"{gained_lost(method < exact, exact < method)}, n = {len(pairs)}"
