@@ -87,13 +87,16 @@ FIGURES = {
 # ---------------------------------------------------------------- RESULTS.md
 
 
-def usable_records(records: list[dict], key: Callable[[dict], object]) -> list[dict]:
-    """The records a table reads: sweep failures (``status`` other than ``ok``) dropped, then
-    the first record of each ``key``."""
+def usable_records(spec: Table, records: list[dict]) -> list[dict]:
+    """The records ``spec`` reads: sweep failures (``status`` other than ``ok``) dropped, then
+    those ``spec.select`` keeps, then the first of each ``spec.key`` (selecting first, so a
+    record the selection drops cannot hide a later one of the same key that it keeps)."""
+    records = [record for record in records if record.get("status", "ok") == "ok"]
+    if spec.select is not None:
+        records = spec.select(records)
     kept: dict[object, dict] = {}
     for record in records:
-        if record.get("status", "ok") == "ok":
-            kept.setdefault(key(record), record)
+        kept.setdefault(spec.key(record), record)
     return list(kept.values())
 
 
@@ -107,9 +110,7 @@ def table_records(spec: Table, runs_root: Path) -> list[dict] | None:
         raise InputFileError(f"table {spec.name}: run folder {folder} is missing")
     # A sweep folder's records: the newest of each example under its current config.
     swept = (folder / "config.json").is_file()
-    records = usable_records(load_records(folder) if swept else run_records(folder), spec.key)
-    if spec.select is not None:
-        records = spec.select(records)
+    records = usable_records(spec, load_records(folder) if swept else run_records(folder))
     if not records:
         raise InputFileError(f"table {spec.name}: no records in {folder}")
     return records

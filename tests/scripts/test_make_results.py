@@ -927,3 +927,17 @@ def test_frontier_misses_weigh_each_miss_by_exacts_score_of_the_picked_source(wo
     table = frontier_misses_table(found)
     rows = [line for line in table.splitlines() if line.startswith("| hotpotqa |")]
     assert rows == ["| hotpotqa | attention_fitted | 3 | 2 | 1 | 1 | 0.73 |"]
+
+
+def test_a_record_the_selection_drops_does_not_hide_a_later_one_of_its_key():
+    """The faithfulness tables keep the records scored on held-out masks: an older record of the
+    same question and method (scored before the held-out stream) must not shadow the newer one,
+    and a sweep failure is dropped before either."""
+    from mechrag.metrics.faithfulness import HELD_OUT_STREAM
+
+    spec = make_results.TABLES["faithfulness_smollm2"]
+    old = {"size": "musique_dev", "id": "q", "method": "exact", "settings": {}, "lds": 0.1}
+    new = {**old, "settings": {"held_out_stream": HELD_OUT_STREAM}, "lds": 0.4}
+    failed = {**new, "status": "error", "lds": 0.9}
+    assert make_results.usable_records(spec, [failed, old, new]) == [new]
+    assert make_results.usable_records(spec, [old]) == []
