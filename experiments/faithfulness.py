@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from frontier_cases import EVERY_EXAMPLE, SIZES, examples_of_size, run_folder
+from frontier_cases import EVERY_EXAMPLE, SIZES, contextcite_target, examples_of_size, run_folder
 
 PAPER_SIZES = ("hotpotqa_dev", "musique_dev")
 RANDOM = "random"
@@ -138,6 +138,8 @@ def evaluate_question(
                 "lds": lds_of_outputs(found, masks, outputs)[0],
                 "topk_removal": dict(zip(map(str, ks), (log_ps(~kept) - full).tolist())),
                 "topk_keep": dict(zip(map(str, ks), (log_ps(kept) - full).tolist())),
+                # The game its frontier record fitted (ContextCite's: frontier_cases).
+                "value": cost.get("value"),
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
                 "threads": first["threads"],
@@ -194,6 +196,12 @@ def stored_log_ps(out: Path) -> dict[tuple, dict[str, float]]:
     return stored
 
 
+def evaluated_as(record: dict) -> tuple[str, str | None]:
+    """What a question's faithfulness record stands for: its method, and for ContextCite the
+    target it was fitted on (a frontier record and its faithfulness record agree)."""
+    return record["method"], contextcite_target(record)
+
+
 def run(args: argparse.Namespace) -> None:
     import torch
 
@@ -212,15 +220,18 @@ def run(args: argparse.Namespace) -> None:
         raise SystemExit(f"no {args.model} records of {args.sizes} in {args.frontier}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    # A ContextCite record refitted on another target is a new record to evaluate.
     done = {
-        (r["size"], r["id"], r["method"]) for r in run_records(out) if r.get("settings") == settings
+        (r["size"], r["id"], *evaluated_as(r))
+        for r in run_records(out)
+        if r.get("settings") == settings
     }
     stored = stored_log_ps(out)
     # float32 wherever it runs (the frontier's CPU records are float32), loaded when first needed
     model = functools.cache(lambda: load_model(args.model, dtype=torch.float32))
     for size, question, records in questions:
-        pending = [r for r in records if (size, question, r["method"]) not in done]
-        if not pending and (size, question, RANDOM) in done:
+        pending = [r for r in records if (size, question, *evaluated_as(r)) not in done]
+        if not pending and (size, question, RANDOM, None) in done:
             continue
         records = pending or records  # only random missing: a run stopped before writing it
         if any(r["source_ids"] != records[0]["source_ids"] for r in records):
@@ -236,7 +247,7 @@ def run(args: argparse.Namespace) -> None:
             append_jsonl(out / SCORED / "records.jsonl", line)
             known.update(scored)
         for record in evaluated:
-            if (size, question, record["method"]) not in done:
+            if (size, question, *evaluated_as(record)) not in done:
                 append_jsonl(out / "records.jsonl", record)
         cost = evaluated[0]  # the question's evaluation, the same in each of its records
         print(

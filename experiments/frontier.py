@@ -4,7 +4,9 @@ For each context size and example, one greedy response is generated (outside eve
 every method then runs on a fresh case with that response (its own, but for the two below), in this
 one process: exact ARC-JSD (and its KL variant), the Fisher screen, hierarchical ARC-JSD, a proxy
 model, attention attribution with uniform, localized and fitted weights, ContextCite at 32, 64 and
-256 ablations, Leverage SHAP and pmcSHAP at 32, leave-one-out and question-word overlap;
+256 ablations (on context-cite's target, the response's log-odds: a record of its old target is
+rerun, timed apart from exact ARC-JSD, and the tables show the old ones apart), Leverage SHAP and
+pmcSHAP at 32, leave-one-out and question-word overlap;
 ``attention_after_generation`` is fitted attention on the case that generated the response (the
 generation off the clock), which continues the generation's cache, as an attribution made while
 answering does. Leave-one-out and the KL variant score exactly exact ARC-JSD's subsets
@@ -46,6 +48,7 @@ from frontier_cases import (
     HIERARCHICAL_DOCUMENTS,
     SIZES,
     examples_of_size,
+    on_contextcite_target,
     run_folder,
     weights_hash,
 )
@@ -73,11 +76,6 @@ METHODS = (
 WEIGHTED = ("attention_localized", "attention_fitted", "attention_rescored5",
             "attention_after_generation")  # fmt: skip
 SCREEN_CANDIDATES = 5
-# The target the committed ContextCite records were made with (the summed per-token log-odds,
-# mechrag's ContextCite before 0.3), pinned so that they stay what this script makes; ContextCite
-# itself now regresses the response's log-odds, as context-cite does ("logit_prob"): the records
-# move to it when they are rerun.
-CONTEXTCITE_TARGET = "total_token_logit_prob"
 PROXIES = {"smollm2-135m": "gemma3-270m", "gemma3-270m": "smollm2-135m"}
 # Methods that score exactly the subsets of another (each single removal, beside the full
 # context). Beside it, a method runs on its case after it, scoring nothing new, and its cost is the
@@ -125,9 +123,9 @@ def configured(name: str, model_name: str):
         "attention_fitted": lambda: AttentionAttribution(weights="fitted"),
         "attention_rescored5": lambda: AttentionAttribution(weights="fitted", rescore=5),
         "attention_after_generation": lambda: AttentionAttribution(weights="fitted"),
-        "contextcite32": lambda: ContextCite(budget=32, value=CONTEXTCITE_TARGET),
-        "contextcite64": lambda: ContextCite(budget=64, value=CONTEXTCITE_TARGET),
-        "contextcite256": lambda: ContextCite(budget=256, value=CONTEXTCITE_TARGET),
+        "contextcite32": lambda: ContextCite(budget=32),
+        "contextcite64": lambda: ContextCite(budget=64),
+        "contextcite256": lambda: ContextCite(budget=256),
         "leverage32": lambda: LeverageSHAP(budget=32),
         "pmcshap32": lambda: PMCSHAP(budget=32),
         "loo": lambda: LeaveOneOut(),
@@ -190,15 +188,16 @@ def run_settings(args: argparse.Namespace) -> dict:
 def reusable(record: dict, settings: dict) -> bool:
     """Whether an earlier record stands for a run under ``settings``: made under the same
     settings, the shipped weights' hash counted only for the :data:`WEIGHTED` methods (a refit
-    reruns those, not exact ARC-JSD). Their speed-ups pair seconds of one session, so after a
-    refit they show "timed apart" until exact ARC-JSD runs again beside them (remove its records
-    of those examples first)."""
-
+    reruns those, not exact ARC-JSD), and for ContextCite fitted on its own target (records of
+    the old one are rerun; the tables keep them apart). Speed-ups pair seconds of one session, so
+    after a refit or a ContextCite rerun those rows show "timed apart" until exact ARC-JSD runs
+    again beside them (remove its records of those examples first)."""
     def relevant(found: dict) -> dict:
         weighted = record.get("method") in WEIGHTED
         return {key: value for key, value in found.items() if key != "weights" or weighted}
 
-    return relevant(record.get("settings") or {}) == relevant(settings)
+    same_settings = relevant(record.get("settings") or {}) == relevant(settings)
+    return same_settings and on_contextcite_target(record)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -310,7 +309,8 @@ def run(args: argparse.Namespace) -> None:
                         **cost,
                         "model_calls": result.model_calls,
                         # The game a sampling estimator fitted (ContextCite's target changed in
-                        # 0.3): None for the methods that have none.
+                        # 0.3: frontier_cases.contextcite_target): None for the methods that
+                        # have none.
                         "value": result.metadata.get("value"),
                         # The method it ran after on one case (BUILDS_ON), its cost included.
                         "builds_on": builds_on,

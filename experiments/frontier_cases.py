@@ -1,9 +1,12 @@
 """What the frontier study and its replays share: the context sizes and their examples, the
-cases rebuilt from exact ARC-JSD records, the run folders and the shipped weights' hash.
+cases rebuilt from exact ARC-JSD records, the run folders, the shipped weights' hash and the target
+a ContextCite record was fitted on.
 
 ``frontier.py`` runs the methods; ``fit_size.py``, ``hierarchical_rules.py`` and
-``attention_features.py`` replay its exact ARC-JSD records. Scripts import this module as their
-sibling (Python puts a script's folder first on its path).
+``attention_features.py`` replay its exact ARC-JSD records; ``faithfulness.py`` and the results
+tables (``result_tables``) read which target a ContextCite record fitted. Scripts import this
+module as their sibling (Python puts a script's folder first on its path; ``make_results.py``'s
+folder is this one's).
 """
 
 from __future__ import annotations
@@ -22,6 +25,10 @@ WHOLE_CONTEXTS = {
 SIZES = ("10", "20", "40", *WHOLE_CONTEXTS, "squad")
 HIERARCHICAL_DOCUMENTS = 2
 EVERY_EXAMPLE = 10_000  # examples_of_size's count that takes a whole sample
+# The target of the ContextCite records made before records named theirs (``value``): the summed
+# per-token log-odds, mechrag's ContextCite default before 0.3; context-cite, and mechrag's
+# ContextCite since, fit the response's log-odds.
+OLD_CONTEXTCITE_TARGET = "total_token_logit_prob"
 
 
 def examples_of_size(size: str, count: int) -> list:
@@ -52,6 +59,23 @@ def recorded_cases(model, exact: dict, sizes, done: set):
             if [s.id for s in case.sources] != reference["source_ids"]:
                 raise RuntimeError(f"{size}/{example.id}: the frontier scored other sources")
             yield size, example, reference, case
+
+
+def contextcite_target(record: dict) -> str | None:
+    """The game a ContextCite record (the frontier's, or its faithfulness record) was fitted on:
+    its ``value``, :data:`OLD_CONTEXTCITE_TARGET` for a record made before records named it;
+    ``None`` for every other method."""
+    if not record["method"].startswith("contextcite"):
+        return None
+    return record.get("value") or OLD_CONTEXTCITE_TARGET
+
+
+def on_contextcite_target(record: dict) -> bool:
+    """Whether a record is not a ContextCite one fitted on another game than ContextCite's own
+    (context-cite's): the frontier reruns those, and the tables show them apart."""
+    from mechrag.attribution.estimators import ContextCite
+
+    return contextcite_target(record) in (None, ContextCite.default_value)
 
 
 def run_folder(name: str, model: str, root: Path = REPOSITORY / "experiments" / "runs") -> Path:

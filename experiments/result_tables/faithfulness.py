@@ -22,6 +22,7 @@ from .common import (
     save_with_legend,
     table,
 )
+from .frontier import OLD_TARGET_NOTE, old_targets_apart, point_styles
 
 TABLES: dict[str, Table] = {}
 REFERENCE = "exact"  # the paired column compares every method with exact ARC-JSD
@@ -104,12 +105,18 @@ def held_out(records: list[dict]) -> list[dict]:
     return [r for r in records if r["settings"].get("held_out_stream") == HELD_OUT_STREAM]
 
 
+def faithfulness_selection(records: list[dict]) -> list[dict]:
+    """What the faithfulness tables read: :func:`held_out`, old ContextCite targets apart
+    (:func:`result_tables.frontier.old_targets_apart`)."""
+    return old_targets_apart(held_out(records))
+
+
 @table(
     TABLES,
     "faithfulness_smollm2",
     run="faithfulness_smollm2",
     key=faithfulness_key,
-    select=held_out,
+    select=faithfulness_selection,
     optional=True,
     note="Per data set (dev split, every paragraph) and method, by cost: passes = the method's "
     "median forward passes per question (the frontier's records); LDS = Spearman ρ between the "
@@ -127,7 +134,7 @@ def held_out(records: list[dict]) -> list[dict]:
     "no record), with their exact sign-test p; `random` = seeded "
     "random scores in [0, 1), the floor (positive weights partly track how many sentences a "
     "mask keeps, which alone predicts some of the output); gold top-1 = the share of questions "
-    "whose top sentence is a gold one.",
+    "whose top sentence is a gold one." + OLD_TARGET_NOTE,
 )
 def faithfulness_table(records: list[dict]) -> str:
     header = ["data", "method", "n", "passes", "LDS", "LDS correct (n)", "LDS wrong (n)",
@@ -154,7 +161,7 @@ TABLES["faithfulness_gemma3"] = replace(
 
 def faithfulness_figure(records: list[dict], path: Path) -> None:
     """Mean LDS against a method's median passes (log; no-pass methods at ½), one panel per
-    data set, each point labelled with its n."""
+    data set, each point labelled with its n (:func:`result_tables.frontier.point_styles`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,7 +170,7 @@ def faithfulness_figure(records: list[dict], path: Path) -> None:
     groups = by_size_and_method(records)
     sizes = list(dict.fromkeys(size for size, _ in groups))
     methods = sorted({method for _, method in groups})
-    colours = dict(zip(methods, plt.get_cmap("tab20").colors))
+    styles = point_styles(methods)
     legend_width = 2.4  # inches to the right of the panels
     width = 5.2 * len(sizes) + legend_width
     figure, axes = plt.subplots(1, len(sizes), figsize=(width, 4.2), squeeze=False)
@@ -172,7 +179,7 @@ def faithfulness_figure(records: list[dict], path: Path) -> None:
             if at != size:
                 continue
             passes, value = max(cost(found), 0.5), float(np.mean([r["lds"] for r in found]))
-            ax.scatter(passes, value, s=40, color=colours[method], label=method)
+            ax.scatter(passes, value, s=40, label=method, **styles[method])
             ax.annotate(f"n={len(found)}", (passes, value), fontsize=7, xytext=(4, -10),
                         textcoords="offset points")  # fmt: skip
         ax.set(xscale="log", ylim=(-0.2, 1.0), title=SIZES.get(size, size),

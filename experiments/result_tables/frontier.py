@@ -9,6 +9,7 @@ import itertools
 from pathlib import Path
 
 import numpy as np
+from frontier_cases import on_contextcite_target
 
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import spearman_test
@@ -61,6 +62,43 @@ def newest_weights(records: list[dict]) -> list[dict]:
     return [
         r for r in records if r["method"] not in FRONTIER_WEIGHTED or frontier_weights(r) == newest
     ]
+
+
+OLD_TARGET = " (old target)"  # how a ContextCite record of another game than its own is shown
+OLD_TARGET_NOTE = (
+    " `contextcite32 (old target)` (any budget): ContextCite fitted on the summed per-token "
+    "log-odds (the records made before it fitted context-cite's target, the response's "
+    "log-odds), apart."
+)
+
+
+def old_targets_apart(records: list[dict]) -> list[dict]:
+    """``records`` with each ContextCite record fitted on another game than ContextCite's own
+    (:func:`frontier_cases.on_contextcite_target`: the summed per-token log-odds, made before it
+    fitted context-cite's) renamed ``METHOD (old target)``: a table never mixes the two, and no
+    paper claim reads the old one (frontier and faithfulness records alike)."""
+    return [r if on_contextcite_target(r) else {**r, "method": r["method"] + OLD_TARGET}
+            for r in records]  # fmt: skip
+
+
+def point_styles(methods: list[str]) -> dict[str, dict]:
+    """The figures' ``scatter`` keywords per method: one colour per method (``tab20``, cycled),
+    its old ContextCite target hollow in the same colour."""
+    import matplotlib.pyplot as plt
+
+    bases = sorted({method.removesuffix(OLD_TARGET) for method in methods})
+    colours = dict(zip(bases, itertools.cycle(plt.get_cmap("tab20").colors)))
+    styles = {}
+    for method in methods:
+        colour = colours[method.removesuffix(OLD_TARGET)]
+        hollow = {"facecolors": "none", "edgecolors": [colour]}
+        styles[method] = hollow if method.endswith(OLD_TARGET) else {"color": colour}
+    return styles
+
+
+def frontier_selection(records: list[dict]) -> list[dict]:
+    """What every frontier table reads: :func:`newest_weights`, old ContextCite targets apart."""
+    return old_targets_apart(newest_weights(records))
 
 
 # The frontier's sizes that are the paper's own setting (and SQuAD's long-context setting, which
@@ -190,11 +228,11 @@ def speedup_cell(measured: dict, n_pairs: int) -> str:
     TABLES,
     "frontier",
     run="frontier_smollm2",
-    key=frontier_key, select=newest_weights,
+    key=frontier_key, select=frontier_selection,
     note="Per size and method over the examples exact ARC-JSD also ran: speed-up = summed exact "
     "seconds / summed method seconds over the examples both were timed on in one session (n "
     "given when fewer); agreement and Spearman against exact; [95% bootstrap CI]; Spearman over "
-    "examples where it is defined (n given when fewer).",
+    "examples where it is defined (n given when fewer)." + OLD_TARGET_NOTE,
     optional=True,
 )
 def frontier_table(records: list[dict]) -> str:
@@ -232,11 +270,11 @@ FRONTIER_DEPTHS = (1, 2, 3, 5)
     TABLES,
     "frontier_depth",
     run="frontier_smollm2",
-    key=frontier_key, select=newest_weights,
+    key=frontier_key, select=frontier_selection,
     note="Per size and method over the examples exact ARC-JSD also ran: the share whose exact "
     "top source is among the method's top k (ties broken at random, in expectation) [95% "
     "bootstrap CI]. For fitted attention this is how often attention then exact ARC-JSD on its "
-    "top k (`AttentionAttribution(rescore=k)`) finds exact's top source.",
+    "top k (`AttentionAttribution(rescore=k)`) finds exact's top source." + OLD_TARGET_NOTE,
     optional=True,
 )
 def frontier_depth_table(records: list[dict]) -> str:
@@ -265,12 +303,12 @@ FAR_MISS = 0.75  # one it scores below this share
     "frontier_misses",
     run="frontier_smollm2",
     key=frontier_key,
-    select=newest_weights,
+    select=frontier_selection,
     note="Per size and method over the examples exact ARC-JSD also ran: misses = examples whose "
     "top source (the first of the method's highest scores) is not exact's (a pick tied with "
     "exact's top is not a miss); for those, how many "
     f"tops exact scores at least {NEAR_TIE} of its own top's score (near ties of the reference) "
-    f"and how many below {FAR_MISS}, and the median of that share.",
+    f"and how many below {FAR_MISS}, and the median of that share." + OLD_TARGET_NOTE,
     optional=True,
 )
 def frontier_misses_table(records: list[dict]) -> str:
@@ -281,7 +319,7 @@ def frontier_misses_table(records: list[dict]) -> str:
               f"far (< {FAR_MISS})", "median share of exact's top"]  # fmt: skip
     rows = []
     for (size, method), pairs in frontier_pairs(records).items():
-        if method not in FRONTIER_MISS_METHODS:
+        if method.removesuffix(OLD_TARGET) not in FRONTIER_MISS_METHODS:
             continue
         shares = []
         for record, reference in pairs:
@@ -307,16 +345,17 @@ def frontier_misses_table(records: list[dict]) -> str:
 # The same two tables with Gemma 3 270M as the target model (its own exact ARC-JSD the reference;
 # ``proxy`` there is SmolLM2).
 table(TABLES, "frontier_gemma3", run="frontier_gemma3", key=frontier_key,
-      select=newest_weights, note=TABLES["frontier"].note,
+      select=frontier_selection, note=TABLES["frontier"].note,
       optional=True)(frontier_table)  # fmt: skip
 table(TABLES, "frontier_depth_gemma3", run="frontier_gemma3", key=frontier_key,
-      select=newest_weights, note=TABLES["frontier_depth"].note,
+      select=frontier_selection, note=TABLES["frontier_depth"].note,
       optional=True)(frontier_depth_table)  # fmt: skip
 
 
 def frontier_figure(records: list[dict], path: Path) -> None:
     """Spearman with exact against the speed-up (log), one panel per context size; one colour
-    per method (legend), each point labelled with its top-1 agreement and n."""
+    per method (legend; :func:`point_styles`), each point labelled with its top-1 agreement and
+    n."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -326,7 +365,7 @@ def frontier_figure(records: list[dict], path: Path) -> None:
     model = records[0]["settings"]["model"]  # one per run folder (frontier_pairs checks)
     sizes = list(dict.fromkeys(size for size, _ in pairs))
     methods = list(dict.fromkeys(method for _, method in pairs))
-    colours = dict(zip(methods, plt.get_cmap("tab20").colors))  # 20 > the frontier's 17 methods
+    styles = point_styles(methods)
     figure, axes = plt.subplots(1, len(sizes), figsize=(5.2 * len(sizes), 4.2), squeeze=False)
     for ax, size in zip(axes[0], sizes):
         for (at, method), found in pairs.items():
@@ -335,7 +374,7 @@ def frontier_figure(records: list[dict], path: Path) -> None:
                 continue  # no pair timed in one session, or no model cost: no speed-up to place
             speedup = sum(measured["exact_seconds"]) / sum(measured["seconds"])
             rho = float(np.mean(measured["rhos"])) if len(measured["rhos"]) else np.nan
-            ax.scatter(speedup, rho, s=40, color=colours[method], label=method)
+            ax.scatter(speedup, rho, s=40, label=method, **styles[method])
             label = f"{np.mean(measured['agrees']):.2f} (n={len(found)})"
             ax.annotate(label, (speedup, rho), fontsize=7, xytext=(4, -10),
                         textcoords="offset points")  # fmt: skip

@@ -146,6 +146,17 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     script["run"](args)
     assert sorted(r["method"] for r in run_records(out)) == ["loo", "query_overlap", "random"]
     assert len(run_records(out / "scored")) == 2
+    # A ContextCite record refitted on its new target is evaluated beside the old one's record
+    # (made before records named a target), and then stands: a rerun writes nothing more.
+    old = {**record, "model": "tiny", "method": "contextcite32", "scores": later}
+    append_jsonl(frontier / "records.jsonl", old)
+    script["run"](args)
+    append_jsonl(frontier / "records.jsonl", {**old, "value": "logit_prob"})
+    script["run"](args)
+    script["run"](args)
+    evaluated = [r for r in run_records(out) if r["method"] == "contextcite32"]
+    assert [r["value"] for r in evaluated] == [None, "logit_prob"]
+    assert len(run_records(out)) == 5
     # ... and a stored value never stands for another order of the sources.
     stored = script["stored_log_ps"](out)
     reordered = {**first, "source_ids": first["source_ids"][::-1]}
@@ -201,6 +212,24 @@ def test_the_table_orders_by_cost_and_pairs_with_exact():
     overlap = next(row for row in rows if row[1] == "overlap")
     assert overlap[8].startswith("\N{MINUS SIGN}10.3 / ")
     assert overlap[9] == "\N{MINUS SIGN}0.5 / \N{MINUS SIGN}1.0 / –"
+
+
+def test_the_tables_show_contextcites_old_target_apart():
+    """The faithfulness tables read the held-out stream's records, ContextCite's of its old
+    target (made before records named one) under their own name, beside its refit's."""
+    from result_tables.faithfulness import faithfulness_selection
+
+    from mechrag.metrics.faithfulness import HELD_OUT_STREAM
+
+    held_out = {"held_out_stream": HELD_OUT_STREAM}
+    records = [
+        {"method": "contextcite32", "settings": held_out},
+        {"method": "contextcite32", "settings": held_out, "value": "logit_prob"},
+        {"method": "contextcite32", "settings": {}, "value": "logit_prob"},  # an older stream's
+        {"method": "loo", "settings": held_out},
+    ]
+    selected = [r["method"] for r in faithfulness_selection(records)]
+    assert selected == ["contextcite32 (old target)", "contextcite32", "loo"]
 
 
 def test_the_top_5_removal_is_paired_with_exact_arc_jsd_by_sign():

@@ -159,10 +159,33 @@ def test_a_refit_reruns_only_the_methods_that_read_the_weights():
     earlier = {**settings, "weights": "old"}
     reusable = script["reusable"]
     for name in script["METHODS"]:
-        assert reusable({"method": name, "settings": earlier}, settings) == (name not in weighted)
-        assert reusable({"method": name, "settings": settings}, settings)
+        # ContextCite's records name its target (the old one's are rerun: the next test).
+        fitted = {"value": "logit_prob"} if name.startswith("contextcite") else {}
+        record = {"method": name, **fitted}
+        assert reusable({**record, "settings": earlier}, settings) == (name not in weighted)
+        assert reusable({**record, "settings": settings}, settings)
         shorter = {**settings, "max_new_tokens": 16}
-        assert not reusable({"method": name, "settings": shorter}, settings)
+        assert not reusable({**record, "settings": shorter}, settings)
+
+
+def test_contextcite_records_of_the_old_target_are_rerun_and_no_others():
+    """ContextCite runs at its own default target (context-cite's), and a ContextCite record
+    of the old one (named, or made before records named it) is rerun; every other method's
+    record stands whatever game it names."""
+    from mechrag.attribution.estimators import ContextCite
+
+    script = runpy.run_path(str(SCRIPT))
+    settings = {"model": "smollm2-135m", "max_new_tokens": 32, "weights": "w"}
+    reusable = script["reusable"]
+    for name in ("contextcite32", "contextcite64", "contextcite256"):
+        assert script["configured"](name, "smollm2-135m").value is None
+        assert reusable({"method": name, "settings": settings, "value": "logit_prob"}, settings)
+        assert ContextCite.default_value == "logit_prob"
+        for old in ({}, {"value": None}, {"value": "total_token_logit_prob"}):
+            assert not reusable({"method": name, "settings": settings, **old}, settings)
+    for name in ("loo", "leverage32", "exact"):
+        assert reusable({"method": name, "settings": settings}, settings)
+        assert reusable({"method": name, "settings": settings, "value": "logprob"}, settings)
 
 
 def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_cost_alone(

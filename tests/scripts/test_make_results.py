@@ -34,6 +34,7 @@ from result_tables.frontier import (
     frontier_misses_table,
     frontier_table,
     newest_weights,
+    point_styles,
 )
 from result_tables.hierarchical import (
     chosen_rule,
@@ -491,11 +492,21 @@ def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(workspace
     found = records(workspace, "frontier_smollm2")
     exact = {r["id"]: r for r in found if r["size"] == "hotpotqa" and r["method"] == "exact"}
     scores = {"h0": [0.1, 0.6, 0.2], "h1": [0.2, 0.5, 0.5], "h2": [0.3, 0.1, 0.4]}
-    contextcite = {i: {**exact[i], "method": "contextcite32", "scores": scores[i]} for i in scores}
-    # The same pairs at the dev split (HotpotQA's claim again) and on SQuAD (not in the paper).
+    contextcite = {
+        i: {**exact[i], "method": "contextcite32", "scores": scores[i], "value": "logit_prob"}
+        for i in scores
+    }
+    # The same pairs at the dev split (HotpotQA's claim again) and on SQuAD (not in the paper);
+    # records of ContextCite's old target (made before records named theirs) make no claim.
     pairs = [*exact.values(), *contextcite.values()]
     elsewhere = [{**r, "size": size} for size in ("hotpotqa_dev", "squad") for r in pairs]
-    write_records(workspace, "frontier_smollm2", found + list(contextcite.values()) + elsewhere)
+    old = [{k: v for k, v in r.items() if k != "value"} for r in contextcite.values()]
+    old_target = [{**r, "scores": r["scores"][::-1]} for r in old]
+    # The old target's records come first, as in the committed folders: were they not apart,
+    # the per-key dedupe would keep them and the claim cells below would change.
+    write_records(
+        workspace, "frontier_smollm2", found + old_target + list(contextcite.values()) + elsewhere
+    )
     assert run(workspace) == 0
     kept = make_results.table_records(make_results.TABLES["paper_setting"], workspace / "runs")
     (claim,) = paper_setting_claims([r for r in kept if r["size"] == "hotpotqa"])
@@ -513,7 +524,9 @@ def test_paper_setting_claim_pairs_exact_with_contextcite_on_gold_top1(workspace
     claim = "exact ARC-JSD ranks a gold sentence first more often than ContextCite"
     setting = "smollm2-135m; ContextCite at 32 ablations; ARC-JSD Table 2"
     text = (workspace / "RESULTS.md").read_text()
-    assert text.count(f"| {claim} (") == 2  # SQuAD's pairs make no claim
+    assert text.count(f"| {claim} (") == 2  # SQuAD's pairs and the old target make no claim
+    table = marker_block(text, "paper_setting")
+    assert table.count("| contextcite32 (old target) |") == 1  # HotpotQA's training split only
     for split in ("training split", "dev split"):
         cells = row_cells(text, f"{claim} (HotpotQA, all 10 paragraphs ({split}), {setting})")
         assert cells[1] == (
@@ -748,6 +761,16 @@ def test_a_refit_shows_its_own_weights_only(workspace):
     selected = newest_weights([*old, refit])
     assert [r for r in selected if r["method"] == "attention_fitted"] == [refit]
     assert len(selected) == len(old) - counts["attention_fitted"] + 1
+
+
+def test_an_old_contextcite_target_is_hollow_in_its_methods_colour_and_colours_never_run_out():
+    methods = [f"m{i:02d}" for i in range(25)] + ["contextcite32", "contextcite32 (old target)"]
+    styles = point_styles(methods)
+    assert styles["contextcite32 (old target)"] == {
+        "facecolors": "none",
+        "edgecolors": [styles["contextcite32"]["color"]],
+    }
+    assert len({styles[m]["color"] for m in methods[:20]}) == 20  # tab20, then cycled
 
 
 def test_the_weighted_methods_are_the_benchmarks():
