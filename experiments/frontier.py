@@ -192,6 +192,7 @@ def reusable(record: dict, settings: dict) -> bool:
     the old one are rerun; the tables keep them apart). Speed-ups pair seconds of one session, so
     after a refit or a ContextCite rerun those rows show "timed apart" until exact ARC-JSD runs
     again beside them (remove its records of those examples first)."""
+
     def relevant(found: dict) -> dict:
         weighted = record.get("method") in WEIGHTED
         return {key: value for key, value in found.items() if key != "weights" or weighted}
