@@ -65,6 +65,7 @@ BARRIER_SECONDS, WORKER_SECONDS = 300, 600  # a worker's wait for the others; th
 RESPONSE_TOKENS = 32
 REFERENCE_QUESTIONS = 4
 CHARS_PER_TOKEN = 4  # a BPE tokenizer's characters per token, roughly, for English prose
+IN_PROGRESS = "in_progress.json"
 
 
 def synchronize(device: str) -> None:
@@ -409,6 +410,15 @@ def cuda_tests(device: str) -> dict:
     return {"returncode": done.returncode, "counts": counts, "seconds": time.perf_counter() - start}
 
 
+def keep_so_far(out: Path | None, record: dict) -> None:
+    """The record as it stands after each stage, in ``out/in_progress.json``: what a run stopped
+    at its time limit had measured (the whole record is appended to ``records.jsonl`` at the end,
+    and this file removed)."""
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / IN_PROGRESS).write_text(json.dumps(record) + "\n")
+
+
 def main() -> int:
     from mechrag.errors import positive_int
 
@@ -441,6 +451,7 @@ def main() -> int:
         print("no CUDA device: the GPU check was not run (exit 0)")
         return 0
     out = args.out or (OUT if args.device.startswith("cuda") else None)
+    out = Path(out) if out is not None else None
     on_cuda = args.device.startswith("cuda")
     gpu = torch.cuda.get_device_name(args.device) if on_cuda else platform.processor() or "cpu"
     record = {
@@ -449,7 +460,9 @@ def main() -> int:
     }  # fmt: skip
     if not args.no_tests:
         record["cuda_tests"] = cuda_tests(args.device)
+        keep_so_far(out, record)
     record["embedded"] = None if args.no_embedded else embedded_equality(args.device)
+    keep_so_far(out, record)
     peak = matmul_peak(args.device, args.matmul_size)
     record["matmul_peak_tflops"] = peak
     print(f"{gpu}: measured matrix-multiply peak {peak:.0f} TFLOP/s")
@@ -459,6 +472,7 @@ def main() -> int:
         if on_cuda:
             torch.cuda.empty_cache()  # the shape's model is gone with speed_row
         record["speed"].append(row)
+        keep_so_far(out, record)
         cells = "  ".join(
             f"{name} {row[name]['seconds']:.2f}s MFU {row[name]['mfu']:.0%}"
             for name in ("engine", "naive", "plain_forward")
@@ -469,6 +483,7 @@ def main() -> int:
         record["throughput"] = throughput(
             args.device, args.layers, args.budgets, args.throughput_questions
         )
+        keep_so_far(out, record)
         if args.workers:
             record["concurrent"] = concurrent_throughput(
                 args.device, args.layers, args.workers, args.throughput_questions,
@@ -477,8 +492,9 @@ def main() -> int:
     if out is not None:
         from mechrag.results.files import append_jsonl
 
-        append_jsonl(Path(out) / "records.jsonl", record)
-        print(f"appended to {Path(out) / 'records.jsonl'}")
+        append_jsonl(out / "records.jsonl", record)
+        (out / IN_PROGRESS).unlink(missing_ok=True)
+        print(f"appended to {out / 'records.jsonl'}")
     failed = record.get("cuda_tests", {}).get("returncode", 0) not in (0, 5)
     return 1 if failed else 0
 

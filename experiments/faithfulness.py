@@ -228,7 +228,9 @@ def run(args: argparse.Namespace) -> None:
     }
     stored = stored_log_ps(out)
     # float32 wherever it runs (the frontier's CPU records are float32), loaded when first needed
-    model = functools.cache(lambda: load_model(args.model, dtype=torch.float32))
+    model = functools.cache(
+        lambda: load_model(args.model, device=args.device, dtype=torch.float32)
+    )
     for size, question, records in questions:
         pending = [r for r in records if (size, question, *evaluated_as(r)) not in done]
         if not pending and (size, question, RANDOM, None) in done:
@@ -266,6 +268,7 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=list(PAPER_SIZES), choices=SIZES)
     parser.add_argument("--questions", type=positive_int, default=None, help="at most this many")
     parser.add_argument("--threads", type=positive_int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda (float32 on either)")
     parser.add_argument("--frontier", default=None, help="default: experiments/runs/frontier_MODEL")
     parser.add_argument("--out", default=None, help="default: experiments/runs/faithfulness_MODEL")
     args = parser.parse_args()

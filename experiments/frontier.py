@@ -32,7 +32,9 @@ samples and SQuAD's 705 questions (dev) were never fitted on.
 Records go to ``--out`` (one line per example and method, resumable: a rerun skips what is
 there), each with the response's ids and text and how many of its content words (less the
 query's) each source shares; ``make results`` builds the tables and the plot from the records
-alone.
+alone. ``--device cuda`` runs every method on a GPU, in float32 as on the CPU, so its records
+resume and complete a CPU run's; each record names its device, and the tables' speed-ups pair only
+records timed on the CPU.
 
     python experiments/frontier.py --sizes 20 hotpotqa --examples 20 --threads 2
 """
@@ -209,12 +211,15 @@ def run(args: argparse.Namespace) -> None:
     from mechrag import Case
     from mechrag.attribution.overlap import word_overlap
     from mechrag.metrics.answers import response_correct
+    from mechrag.models import adapter
     from mechrag.models.loading import load_model
     from mechrag.results.files import append_jsonl, run_records
 
     torch.set_num_threads(args.threads)
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
-    model = load_model(args.model)
+    # float32 on every device, so a GPU's records stand beside the CPU's (bfloat16 would not)
+    model = load_model(args.model, device=args.device, dtype=torch.float32)
+    device = str(adapter.device(model))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     settings = run_settings(args)
@@ -290,6 +295,8 @@ def run(args: argparse.Namespace) -> None:
                         "method": name,
                         "model": args.model,
                         "threads": torch.get_num_threads(),
+                        # Seconds are this device's (make results times on the CPU's alone).
+                        "device": device,
                         "n_sources": case.n_sources,
                         "prompt_tokens": len(case.builder.ids()),
                         "response_ids": list(response),
@@ -338,6 +345,9 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--device", default="cpu", help="cpu, or cuda: float32 there too, so records mix freely"
+    )
     parser.add_argument(
         "--reuse-only", action="store_true", help="only examples with a recorded response"
     )

@@ -108,8 +108,8 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     monkeypatch.setattr(frontier_cases, "examples_of_size", lambda size, n: [example])
     loaded = []
 
-    def load_model(name, dtype=None):
-        loaded.append(dtype)
+    def load_model(name, device=None, dtype=None):
+        loaded.append((device, dtype))
         return tiny_llama
 
     monkeypatch.setattr(loading, "load_model", load_model)
@@ -120,11 +120,11 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     append_jsonl(frontier / "records.jsonl", {**record, "model": "tiny"})
     out = tmp_path / "out"
     args = argparse.Namespace(model="tiny", sizes=["hotpotqa_dev"], questions=None, threads=1,
-                              frontier=str(frontier), out=str(out))  # fmt: skip
+                              frontier=str(frontier), out=str(out), device="cpu")  # fmt: skip
     script["run"](args)
     (line,) = run_records(out / "scored")
     assert line["source_ids"] == ["s0", "s1", "s2", "s3", "s4"] and line["dtype"] == "float32"
-    assert loaded == [torch.float32]  # what the stored lines say
+    assert loaded == [("cpu", torch.float32)]  # what the stored lines say, where asked
     assert [r["method"] for r in run_records(out)] == ["query_overlap", "random"]
     assert run_records(out)[0]["evaluation_subsets"] == len(line["log_p"])
     capsys.readouterr()

@@ -66,13 +66,22 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
     an example. The response restates the query and repeats one source (a recorded response of
     another method, which the run reuses): that source alone shares the most, and the sources
     that share only the query's words get nothing for them."""
+    import torch
+
     from mechrag.attribution.overlap import content_words
 
     script = runpy.run_path(str(SCRIPT))
-    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    loads = []
+
+    def load_model(name, device=None, dtype=None):
+        loads.append((device, dtype))
+        return tiny_llama
+
+    monkeypatch.setattr("mechrag.models.loading.load_model", load_model)
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["exact", "query_overlap"], examples=1,
         max_new_tokens=4, threads=1, reuse_only=False, only_shared=False, out=str(tmp_path),
+        device="cpu",
     )  # fmt: skip
     (example,) = script["examples_of_size"]("10", 1)
     asked = content_words(example.query)
@@ -88,6 +97,9 @@ def test_records_hold_the_response_text_and_its_overlap_with_each_source(
     lines = (tmp_path / "records.jsonl").read_text().splitlines()[1:]
     found = [json.loads(line) for line in lines]
     assert [r["method"] for r in found] == ["exact", "query_overlap"]
+    # float32 on the device asked for (a GPU's records stand beside the CPU's), named in each
+    assert loads == [("cpu", torch.float32)]
+    assert [r["device"] for r in found] == ["cpu", "cpu"]
     expected = [len((words[repeated] - asked) & w) for w in words]
     assert sorted(expected)[-2] < expected[repeated]  # the repeated source alone is closest
     for record in found:
@@ -107,7 +119,7 @@ def test_attention_after_generation_continues_the_generations_cache(
     from mechrag.attribution.attention import AttentionAttribution
 
     script = runpy.run_path(str(SCRIPT))
-    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name, **_: tiny_llama)
     generations = []
     from_example = Case.from_example.__func__
 
@@ -121,7 +133,7 @@ def test_attention_after_generation_continues_the_generations_cache(
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["attention_fitted",
         "attention_after_generation"], examples=1, max_new_tokens=4, threads=1, reuse_only=False,
-        only_shared=False, out=str(tmp_path),
+        only_shared=False, out=str(tmp_path), device="cpu",
     )  # fmt: skip
     script["run"](args)
     fresh, generated = [json.loads(line) for line in (tmp_path / "records.jsonl").open()]
@@ -200,11 +212,11 @@ def test_loo_and_the_kl_variant_run_on_exact_arc_jsds_case_and_cost_what_they_co
     from mechrag import Case
 
     script = runpy.run_path(str(SCRIPT))
-    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name, **_: tiny_llama)
     args = SimpleNamespace(
         model="smollm2-135m", sizes=["10"], methods=["loo", "exact_kl", "exact", "query_overlap"],
         examples=1, max_new_tokens=4, threads=1, reuse_only=False, only_shared=False,
-        out=str(tmp_path),
+        out=str(tmp_path), device="cpu",
     )  # fmt: skip
     script["run"](args)
     records = {r["method"]: r for r in map(json.loads, (tmp_path / "records.jsonl").open())}

@@ -1,5 +1,6 @@
 """``benchmarks/gpu_check.py`` on a machine without CUDA: it says so and exits cleanly."""
 
+import json
 import subprocess
 import sys
 import time
@@ -89,3 +90,16 @@ def test_a_worker_that_fails_releases_the_ones_waiting_at_the_barrier(monkeypatc
     assert time.perf_counter() - started < 30  # released, not timed out
     errors = sorted(results.get()["error"] for _ in range(2))
     assert errors[0].startswith("BrokenBarrierError") and "out of memory" in errors[1]
+
+
+def test_each_stage_keeps_the_record_so_far(monkeypatch, tmp_path):
+    """A run stopped at its time limit leaves what it had measured (the record after its last
+    finished stage); without a record folder nothing is written."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    import gpu_check
+
+    gpu_check.keep_so_far(tmp_path / "out", {"gpu": "GPU X", "speed": [{"shape": "s"}]})
+    kept = json.loads((tmp_path / "out" / gpu_check.IN_PROGRESS).read_text())
+    assert kept == {"gpu": "GPU X", "speed": [{"shape": "s"}]}
+    gpu_check.keep_so_far(None, {"gpu": "GPU Y"})
+    assert list(tmp_path.iterdir()) == [tmp_path / "out"]

@@ -277,6 +277,19 @@ def test_frontier_speedups_pair_only_runs_timed_in_one_session(workspace):
     assert cells[5].startswith(f"{(1 / 4 + 1 + 0) / 3:.2f}")
 
 
+def test_frontier_speedups_leave_out_the_pairs_a_gpu_timed(workspace):
+    """A GPU's seconds are not the CPU's: with q1 timed on CUDA (both of its records, one
+    session), the speed-up is q0's alone, 40 / 1; records that name the CPU still count."""
+    found = [
+        {**r, "device": "cuda" if r["id"] == "q1" else "cpu"}
+        for r in records(workspace, "frontier_smollm2")
+    ]
+    row = next(line for line in frontier_table(found).splitlines() if "| attention |" in line)
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[2] == "3"
+    assert cells[4].startswith(f"{40 / 1:.1f}x") and cells[4].endswith("(n = 1)")
+
+
 def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(workspace):
     """Cut sizes by their number of sentences (10 after 4, not before it as text sorts), then
     the whole contexts, whatever order the records were written in; exact ARC-JSD first within
