@@ -24,9 +24,11 @@
    GPUs, ``--gpus-per-worker 0.25``, do): whether several small cases at once fill the GPU.
 
 Each run appends one record to ``experiments/runs/gpu_check/records.jsonl``; ``make results``
-turns the newest into the ``gpu_check`` table, with the GPU's name. Without CUDA it says so in
-one line and exits 0; ``--device cpu`` runs the script's own code on the CPU (tiny shapes, no
-record unless ``--out`` is given), to check it anywhere.
+turns the newest into the ``gpu_check`` table, with the GPU's name. After each stage the record so
+far is also written to ``in_progress.json`` beside it (removed once the record is appended): what
+a run stopped at its time limit had measured, which no table reads until it is appended by hand.
+Without CUDA it says so in one line and exits 0; ``--device cpu`` runs the script's own code on the
+CPU (tiny shapes, no record unless ``--out`` is given), to check it anywhere.
 
     python benchmarks/gpu_check.py
     python benchmarks/gpu_check.py --device cpu --shapes smollm2-135m --layers 2 --no-tests \

@@ -142,6 +142,7 @@ def evaluate_question(
                 "value": cost.get("value"),
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
+                "device": cost.get("device", "cpu"),  # where the frontier timed it
                 "threads": first["threads"],
                 # The question's evaluation in this run (the subsets no earlier run scored):
                 # the same in each of its records, whichever method needed them.

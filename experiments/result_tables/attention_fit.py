@@ -356,7 +356,8 @@ def attention_features_table(records: list[dict]) -> str:
     passes = [r for r in records if r["kind"] == "passes"]
     cost_rows = []
     for size, label in FEATURE_SCORED.items():
-        chosen = [r for r in passes if r["size"] == size]
+        # The examples whose exact ARC-JSD the CPU timed (a GPU's seconds are not comparable)
+        chosen = [r for r in passes if r["size"] == size and r["exact_seconds"] is not None]
         if not chosen:
             continue
         exact = [r["exact_seconds"] for r in chosen]

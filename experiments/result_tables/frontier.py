@@ -210,6 +210,7 @@ def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
     rhos = np.array([spearman_test(r["scores"], e["scores"])[0] for r, e in pairs])
     timed = [(r, e) for r, e in pairs if r["session"] == e["session"] and timed_on_cpu(r)]
     return {
+        "gpu_timed": any(not timed_on_cpu(r) for r, _ in pairs),
         "exact_seconds": [e["seconds"] for _, e in timed],
         "seconds": [r["seconds"] for r, _ in timed],
         "agrees": [agreement_credit(r, e) for r, e in pairs],
@@ -220,12 +221,13 @@ def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
 
 
 def speedup_cell(measured: dict, n_pairs: int) -> str:
-    """The speed-up over the pairs timed in one session; their n when fewer than all."""
+    """The speed-up over the pairs timed in one session on the CPU; their n when fewer than
+    all."""
     n_timed = len(measured["seconds"])
     if measured["model_free"]:
         return "— (no model pass)"
     if not n_timed:
-        return "— (timed apart)"
+        return "— (timed on a GPU)" if measured["gpu_timed"] else "— (timed apart)"
     cell = ratio_interval(measured["exact_seconds"], measured["seconds"])
     return cell if n_timed == n_pairs else f"{cell} (n = {n_timed})"
 
@@ -377,7 +379,7 @@ def frontier_figure(records: list[dict], path: Path) -> None:
         for (at, method), found in pairs.items():
             measured = frontier_measures(found)
             if at != size or not measured["seconds"] or measured["model_free"]:
-                continue  # no pair timed in one session, or no model cost: no speed-up to place
+                continue  # no pair timed in one CPU session, or no model cost: nothing to place
             speedup = sum(measured["exact_seconds"]) / sum(measured["seconds"])
             rho = float(np.mean(measured["rhos"])) if len(measured["rhos"]) else np.nan
             ax.scatter(speedup, rho, s=40, label=method, **styles[method])

@@ -14,15 +14,17 @@ import functools
 from dataclasses import dataclass
 from typing import ClassVar
 
+import torch
+
 from mechrag.attribution.base import SourceMethod
 from mechrag.errors import InputError
 
 
 @functools.lru_cache(maxsize=2)
-def _load_proxy(name: str, device: str):
+def _load_proxy(name: str, device: str, dtype: torch.dtype):
     from mechrag.models.loading import load_model
 
-    return load_model(name, device=device)
+    return load_model(name, device=device, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,14 @@ class ProxyAttribution(SourceMethod):
             )
 
     def proxy_model(self, case):
-        """The proxy model (a name is loaded and cached on the case model's device)."""
+        """The proxy model (a name is loaded and cached on the case model's device, in its
+        dtype: a float32 target on a GPU gets a float32 proxy, not that device's default)."""
         self.check_inputs()
         if isinstance(self.proxy, str):
             from mechrag.models import adapter
 
-            return _load_proxy(self.proxy, str(adapter.device(case.model)))
+            model = case.model
+            return _load_proxy(self.proxy, str(adapter.device(model)), adapter.dtype(model))
         return self.proxy
 
     def __call__(self, case):

@@ -288,6 +288,9 @@ def test_frontier_speedups_leave_out_the_pairs_a_gpu_timed(workspace):
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     assert cells[2] == "3"
     assert cells[4].startswith(f"{40 / 1:.1f}x") and cells[4].endswith("(n = 1)")
+    on_gpu = [{**r, "device": "cuda"} for r in found]
+    row = next(line for line in frontier_table(on_gpu).splitlines() if "| attention |" in line)
+    assert [cell.strip() for cell in row.strip("|").split("|")][4] == "— (timed on a GPU)"
 
 
 def test_frontier_rows_follow_the_sizes_not_the_order_of_the_records(workspace):
@@ -914,7 +917,7 @@ def test_fit_size_scores_each_fit_on_questions_none_of_its_cases_came_from():
 def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases():
     """Two feature sets on three cases of one size: agreement counted by hand (one tie at the
     top, half credit), gained / lost against ``mean`` per case, and the cost table's ratio of
-    summed seconds."""
+    summed seconds over the cases whose exact ARC-JSD the CPU timed."""
     exact = [0.1, 0.9, 0.3]
 
     def prediction(features: str, example_id: str, scores: list[float]) -> dict:
@@ -933,7 +936,9 @@ def test_attention_features_rows_compare_each_set_with_mean_on_the_same_cases():
     records += [
         {"kind": "passes", "size": "hotpotqa_dev", "id": example_id, "exact_seconds": exact_s,
          "attention_seconds": attention_s, "no_source_seconds": 1.0}
-        for example_id, exact_s, attention_s in (("a", 30.0, 2.0), ("b", 50.0, 3.0))
+        # c: exact ARC-JSD timed on a GPU (no CPU seconds), left out of the cost table
+        for example_id, exact_s, attention_s in (("a", 30.0, 2.0), ("b", 50.0, 3.0),
+                                                 ("c", None, 100.0))
     ]  # fmt: skip
     table = attention_features_table(records)
     rows = [

@@ -30,3 +30,25 @@ def test_proxy_retokenises_the_response_text(tiny_llama):
     assert result.metadata["tokens_processed"] == direct.metadata["tokens_processed"] > 0
     with pytest.raises(InputError, match="proxy model"):
         fresh(tiny_llama).attribute("proxy")
+
+
+def test_a_named_proxy_loads_on_the_targets_device_in_its_dtype(tiny_llama, monkeypatch):
+    """A float32 target gets a float32 proxy wherever it runs (on a GPU, load_model's own default
+    would be bfloat16), on its device; loaded once per name, device and dtype."""
+    import torch
+
+    from mechrag.attribution import proxy as proxy_module
+
+    loads = []
+
+    def load_model(name, device=None, dtype=None):
+        loads.append((name, device, dtype))
+        return tiny_llama
+
+    monkeypatch.setattr("mechrag.models.loading.load_model", load_model)
+    proxy_module._load_proxy.cache_clear()
+    case = fresh(tiny_llama)
+    method = ProxyAttribution(proxy="other-model")
+    assert method.proxy_model(case) is method.proxy_model(case) is tiny_llama
+    proxy_module._load_proxy.cache_clear()
+    assert loads == [("other-model", "cpu", torch.float32)]
