@@ -23,12 +23,15 @@ left() { echo $(( LIMIT - (SECONDS - T0) )); }
 # not limit it, and a negative one would not run it)
 within() { local t=$(( $(left) - $1 )); shift
   if [ "$t" -ge 10 ]; then timeout "$t" "$@"; else echo "skipped (${t} s left): $*"; return 124; fi; }
+GGUF_BYTES=${GGUF_BYTES:-98362432}  # the embedded SmolLM2 GGUF, whole
 for d in .gpu-chunks/part-0*.d; do cp "$d"/* /tmp/g/; done; ls -la /tmp/g
+[ "$(cat /tmp/g/part-* | wc -c)" -eq "$GGUF_BYTES" ] || { echo "GGUF pieces missing"; exit 1; }
 # sourced, not piped: a pipe would run it in a subshell and lose its PYTHONPATH
 source /tmp/gpu/setup.sh --gguf > /tmp/setup.log 2>&1; tail -4 /tmp/setup.log
 python3 -c "import mechrag, transformer_lens" || { echo "set-up failed: see above"; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
-timeout 280 python3 benchmarks/gpu_check.py --out "$OUT/gpu_check" > "$OUT/gpu_check.log" 2>&1
+CHECK=$(( $(left) - FAITH - 60 )); [ "$CHECK" -gt 280 ] && CHECK=280  # leaves the frontier a minute
+within $(( $(left) - CHECK )) python3 benchmarks/gpu_check.py --out "$OUT/gpu_check" > "$OUT/gpu_check.log" 2>&1
 echo "gpu_check rc $? at $((SECONDS - T0)) s"; grep -v "it/s\]" "$OUT/gpu_check.log" | tail -25
 mkdir -p "$OUT/fr" "$OUT/fa/scored"
 cp experiments/runs/frontier_smollm2/records.jsonl* "$OUT/fr/"

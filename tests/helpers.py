@@ -61,14 +61,14 @@ def tiny_frontier_run(tiny_llama, monkeypatch, out: Path, *, examples: int) -> l
     from mechrag.attribution.attention import AttentionAttribution
 
     frontier = runpy.run_path(str(REPO / "experiments" / "frontier.py"))
-    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name: tiny_llama)
+    monkeypatch.setattr("mechrag.models.loading.load_model", lambda name, **_: tiny_llama)
     uniform = lambda name, model_name: AttentionAttribution(weights="uniform")  # noqa: E731
     monkeypatch.setitem(frontier["run"].__globals__, "configured", uniform)
     frontier["run"](
         SimpleNamespace(
             model="smollm2-135m", sizes=["10"], methods=["exact", "attention_fitted"],
             examples=examples, max_new_tokens=3, threads=1, reuse_only=False, only_shared=False,
-            out=str(out),
+            out=str(out), device="cpu",
         )  # fmt: skip
     )
     return [json.loads(line) for line in (out / "records.jsonl").open()]

@@ -210,7 +210,7 @@ def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
     rhos = np.array([spearman_test(r["scores"], e["scores"])[0] for r, e in pairs])
     timed = [(r, e) for r, e in pairs if r["session"] == e["session"] and timed_on_cpu(r)]
     return {
-        "gpu_timed": any(not timed_on_cpu(r) for r, _ in pairs),
+        "gpu_timed": bool(pairs) and not any(timed_on_cpu(r) for r, _ in pairs),
         "exact_seconds": [e["seconds"] for _, e in timed],
         "seconds": [r["seconds"] for r, _ in timed],
         "agrees": [agreement_credit(r, e) for r, e in pairs],

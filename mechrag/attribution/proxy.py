@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import ClassVar
-
-import torch
+from typing import TYPE_CHECKING, ClassVar
 
 from mechrag.attribution.base import SourceMethod
 from mechrag.errors import InputError
+
+if TYPE_CHECKING:
+    import torch
 
 
 @functools.lru_cache(maxsize=2)
