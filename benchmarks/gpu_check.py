@@ -453,7 +453,6 @@ def main() -> int:
         print("no CUDA device: the GPU check was not run (exit 0)")
         return 0
     out = args.out or (OUT if args.device.startswith("cuda") else None)
-    out = Path(out) if out is not None else None
     on_cuda = args.device.startswith("cuda")
     gpu = torch.cuda.get_device_name(args.device) if on_cuda else platform.processor() or "cpu"
     record = {

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from frontier_cases import REPOSITORY, recorded_cases, run_folder
+from frontier_cases import REPOSITORY, recorded_cases, run_folder, timed_on_cpu
 
 KINDS = ("mean", "share", "peak", "per_source_token", "weighted", "weighted_share")
 FEATURE_SETS = (
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> None:
                           # exact ARC-JSD's seconds where the CPU timed it (a GPU's are not
                           # comparable with these attention passes'), else None
                           "exact_seconds": reference["seconds"]
-                          if reference.get("device", "cpu") == "cpu" else None,
+                          if timed_on_cpu(reference) else None,
                           **seconds}  # fmt: skip
                 with JsonlWriter(out / "records.jsonl") as writer:
                     writer.write(record)

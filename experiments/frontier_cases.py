@@ -94,3 +94,9 @@ def weights_hash(model_name: str) -> str | None:
 
     path = shipped_weights_path(model_name)
     return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+
+
+def timed_on_cpu(record: dict) -> bool:
+    """Whether a frontier record's seconds are the CPU's (records made before the frontier ran
+    on GPUs name no device: all ran on the CPU); only those enter a speed-up."""
+    return record.get("device", "cpu") == "cpu"

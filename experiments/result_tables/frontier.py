@@ -9,7 +9,7 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-from frontier_cases import on_contextcite_target
+from frontier_cases import on_contextcite_target, timed_on_cpu
 
 from mechrag.errors import InputError
 from mechrag.metrics.agreement import spearman_test
@@ -196,12 +196,6 @@ def agreement_credit(record: dict, reference: dict, depth: int = 1) -> float:
     """:func:`within_top_credit` of the reference's top source (its first one) in a record's
     top ``depth``: at depth 1, top-1 agreement."""
     return within_top_credit(record["scores"], int(np.argmax(reference["scores"])), depth)
-
-
-def timed_on_cpu(record: dict) -> bool:
-    """Whether a record's seconds are the CPU's (records before the frontier ran on GPUs name
-    no device: all ran on the CPU)."""
-    return record.get("device", "cpu") == "cpu"
 
 
 def frontier_measures(pairs: list[tuple[dict, dict]]) -> dict:
