@@ -39,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 from frontier_cases import EVERY_EXAMPLE, SIZES, contextcite_target, examples_of_size, run_folder
-from result_tables.frontier import frontier_weights
 
 PAPER_SIZES = ("hotpotqa_dev", "musique_dev")
 RANDOM = "random"
@@ -100,6 +99,8 @@ def evaluate_question(
     :func:`row_key`) and, for the subsets not in it, ``score(masks)`` (their ``log p``, the
     forward passes and the seconds that took), called once with all of them, so every method
     shares the held-out masks and a method added later costs only its own top-k subsets."""
+    from result_tables.frontier import frontier_weights
+
     from mechrag.metrics.faithfulness import (
         held_out_masks,
         lds_of_outputs,
@@ -206,11 +207,14 @@ def evaluated_as(record: dict) -> tuple[str, str | None, str | None]:
     it was fitted on, and for a method reading the shipped attention weights their hash (a
     frontier record and its faithfulness record agree; a refit's record is a new one to
     evaluate)."""
+    from result_tables.frontier import frontier_weights
+
     return record["method"], contextcite_target(record), frontier_weights(record)
 
 
 def run(args: argparse.Namespace) -> None:
     import torch
+    from result_tables.frontier import newest_weights
 
     from mechrag.metrics.faithfulness import HELD_OUT_STREAM, N_MASKS, TOP_KS
     from mechrag.models import adapter
@@ -221,7 +225,10 @@ def run(args: argparse.Namespace) -> None:
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
     settings = {"model": args.model, "n_masks": N_MASKS, "seed": 0, "top_ks": list(TOP_KS),
                 "held_out_stream": HELD_OUT_STREAM}  # fmt: skip
-    frontier = [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
+    # After a refit, the old weights' records are not replayed (as the frontier's tables).
+    frontier = newest_weights(
+        [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
+    )
     questions = recorded_questions(frontier, args.sizes)[: args.questions]
     if not questions:
         raise SystemExit(f"no {args.model} records of {args.sizes} in {args.frontier}")
