@@ -17,11 +17,12 @@ seeded random ranking of the same sources: the floor every method should clear. 
 the most recorded methods go first.
 
 Records go to ``--out`` (one line per question and method, resumable: a rerun skips what is
-there); ``make results`` builds the tables and the plot of LDS against cost from them alone.
-Every scored subset's ``log p`` is kept in ``--out``'s ``scored/`` run folder (with the model,
-dtype, response and sources it stands for), and a later run scores only the subsets not there:
-a method whose frontier records arrive later costs its own top-k subsets, not the held-out
-masks again.
+there, but a frontier record refitted since, ContextCite on another target or attention on other
+weights, is evaluated anew); ``make results`` builds the tables and the plot of LDS against cost
+from them alone. Every scored subset's ``log p`` is kept in ``--out``'s ``scored/`` run folder
+(with the model, dtype, response and sources it stands for), and a later run scores only the
+subsets not there: a method whose frontier records arrive later costs its own top-k subsets, not
+the held-out masks again.
 
     python experiments/faithfulness.py --model smollm2-135m --threads 2
 """
@@ -98,6 +99,8 @@ def evaluate_question(
     :func:`row_key`) and, for the subsets not in it, ``score(masks)`` (their ``log p``, the
     forward passes and the seconds that took), called once with all of them, so every method
     shares the held-out masks and a method added later costs only its own top-k subsets."""
+    from result_tables.frontier import frontier_weights
+
     from mechrag.metrics.faithfulness import (
         held_out_masks,
         lds_of_outputs,
@@ -138,8 +141,10 @@ def evaluate_question(
                 "lds": lds_of_outputs(found, masks, outputs)[0],
                 "topk_removal": dict(zip(map(str, ks), (log_ps(~kept) - full).tolist())),
                 "topk_keep": dict(zip(map(str, ks), (log_ps(kept) - full).tolist())),
-                # The game its frontier record fitted (ContextCite's: frontier_cases).
+                # The game its frontier record fitted (ContextCite's: frontier_cases), and the
+                # attention weights it read (their hash; None for a method reading none).
                 "value": cost.get("value"),
+                "weights": frontier_weights(cost) if cost else None,
                 "forward_passes": cost.get("forward_passes", 0),
                 "seconds": cost.get("seconds", 0.0),
                 "device": cost.get("device", "cpu"),  # where the frontier timed it
@@ -197,14 +202,19 @@ def stored_log_ps(out: Path) -> dict[tuple, dict[str, float]]:
     return stored
 
 
-def evaluated_as(record: dict) -> tuple[str, str | None]:
-    """What a question's faithfulness record stands for: its method, and for ContextCite the
-    target it was fitted on (a frontier record and its faithfulness record agree)."""
-    return record["method"], contextcite_target(record)
+def evaluated_as(record: dict) -> tuple[str, str | None, str | None]:
+    """What a question's faithfulness record stands for: its method, for ContextCite the target
+    it was fitted on, and for a method reading the shipped attention weights their hash (a
+    frontier record and its faithfulness record agree; a refit's record is a new one to
+    evaluate)."""
+    from result_tables.frontier import frontier_weights
+
+    return record["method"], contextcite_target(record), frontier_weights(record)
 
 
 def run(args: argparse.Namespace) -> None:
     import torch
+    from result_tables.frontier import newest_weights
 
     from mechrag.metrics.faithfulness import HELD_OUT_STREAM, N_MASKS, TOP_KS
     from mechrag.models import adapter
@@ -215,13 +225,17 @@ def run(args: argparse.Namespace) -> None:
     print(f"threads: {torch.get_num_threads()} (of {os.cpu_count()} cores)")
     settings = {"model": args.model, "n_masks": N_MASKS, "seed": 0, "top_ks": list(TOP_KS),
                 "held_out_stream": HELD_OUT_STREAM}  # fmt: skip
-    frontier = [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
+    # After a refit, the old weights' records are not replayed (as the frontier's tables).
+    frontier = newest_weights(
+        [r for r in run_records(Path(args.frontier)) if r["model"] == args.model]
+    )
     questions = recorded_questions(frontier, args.sizes)[: args.questions]
     if not questions:
         raise SystemExit(f"no {args.model} records of {args.sizes} in {args.frontier}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    # A ContextCite record refitted on another target is a new record to evaluate.
+    # A ContextCite record refitted on another target, or an attention record made with refitted
+    # weights, is a new record to evaluate.
     done = {
         (r["size"], r["id"], *evaluated_as(r))
         for r in run_records(out)
@@ -234,7 +248,7 @@ def run(args: argparse.Namespace) -> None:
     )
     for size, question, records in questions:
         pending = [r for r in records if (size, question, *evaluated_as(r)) not in done]
-        if not pending and (size, question, RANDOM, None) in done:
+        if not pending and (size, question, *evaluated_as({"method": RANDOM})) in done:
             continue
         records = pending or records  # only random missing: a run stopped before writing it
         if any(r["source_ids"] != records[0]["source_ids"] for r in records):

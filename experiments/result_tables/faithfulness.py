@@ -22,7 +22,13 @@ from .common import (
     save_with_legend,
     table,
 )
-from .frontier import OLD_TARGET_NOTE, old_targets_apart, point_styles
+from .frontier import (
+    OLD_TARGET_NOTE,
+    frontier_weights,
+    newest_weights,
+    old_targets_apart,
+    point_styles,
+)
 
 TABLES: dict[str, Table] = {}
 REFERENCE = "exact"  # the paired column compares every method with exact ARC-JSD
@@ -32,7 +38,9 @@ SIZES = {"hotpotqa_dev": "HotpotQA dev", "musique_dev": "MuSiQue dev"}
 
 
 def faithfulness_key(record: dict) -> tuple:
-    return record["size"], record["id"], record["method"]
+    """A question and method, and the attention weights a weighted method's record read (a
+    refit's records do not replace the old ones: :func:`faithfulness_selection` picks)."""
+    return record["size"], record["id"], record["method"], frontier_weights(record)
 
 
 def cost(found: list[dict]) -> float:
@@ -106,9 +114,10 @@ def held_out(records: list[dict]) -> list[dict]:
 
 
 def faithfulness_selection(records: list[dict]) -> list[dict]:
-    """What the faithfulness tables read: :func:`held_out`, old ContextCite targets apart
-    (:func:`result_tables.frontier.old_targets_apart`)."""
-    return old_targets_apart(held_out(records))
+    """What the faithfulness tables read: :func:`held_out`, the newest attention weights only
+    and old ContextCite targets apart (as the frontier's tables:
+    :func:`result_tables.frontier.frontier_selection`)."""
+    return old_targets_apart(newest_weights(held_out(records)))
 
 
 @table(

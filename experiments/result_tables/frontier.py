@@ -38,11 +38,12 @@ FRONTIER_WEIGHTED = ("attention_localized", "attention_fitted", "attention_resco
 
 
 def frontier_weights(record: dict) -> str | None:
-    """The hash of the attention weights a frontier record depends on: ``None`` for a method
-    that does not read them."""
+    """The hash of the attention weights a frontier record depends on (its settings'), or a
+    faithfulness record replaying it (its ``weights``): ``None`` for a method that does not read
+    them."""
     if record["method"] not in FRONTIER_WEIGHTED:
         return None
-    return record.get("settings", {}).get("weights")
+    return record.get("weights", record.get("settings", {}).get("weights"))
 
 
 def frontier_key(record: dict) -> tuple[str, str, str, str | None]:

@@ -157,6 +157,21 @@ def test_a_rerun_scores_nothing_and_stored_values_stand_for_their_sources(
     evaluated = [r for r in run_records(out) if r["method"] == "contextcite32"]
     assert [r["value"] for r in evaluated] == [None, "logit_prob"]
     assert len(run_records(out)) == 5
+    # So is an attention record made with refitted weights (by their hash); a method reading no
+    # weights names none, and the old weights' records not evaluated before the refit never are.
+    fitted = {**record, "model": "tiny", "method": "attention_fitted", "scores": later}
+    append_jsonl(frontier / "records.jsonl", {**fitted, "settings": {"weights": "old"}})
+    script["run"](args)
+    rescored = {**fitted, "method": "attention_rescored5", "settings": {"weights": "old"}}
+    append_jsonl(frontier / "records.jsonl", rescored)
+    append_jsonl(frontier / "records.jsonl", {**fitted, "settings": {"weights": "refit"}})
+    script["run"](args)
+    script["run"](args)
+    evaluated = [r for r in run_records(out) if r["method"].startswith("attention")]
+    assert [(r["method"], r["weights"]) for r in evaluated] == [
+        ("attention_fitted", "old"), ("attention_fitted", "refit")
+    ]
+    assert len(run_records(out)) == 7 and run_records(out)[0]["weights"] is None
     # ... and a stored value never stands for another order of the sources.
     stored = script["stored_log_ps"](out)
     reordered = {**first, "source_ids": first["source_ids"][::-1]}
@@ -230,6 +245,25 @@ def test_the_tables_show_contextcites_old_target_apart():
     ]
     selected = [r["method"] for r in faithfulness_selection(records)]
     assert selected == ["contextcite32 (old target)", "contextcite32", "loo"]
+
+
+def test_the_tables_read_the_newest_attention_weights():
+    """After a refit, a weighted method's faithfulness records of the old weights neither show
+    nor hide the new ones (the first record of a key is the one a table reads)."""
+    from result_tables.faithfulness import faithfulness_key, faithfulness_selection
+
+    from mechrag.metrics.faithfulness import HELD_OUT_STREAM
+
+    def record(question, method, weights):
+        return {"size": "hotpotqa_dev", "id": question, "method": method, "weights": weights,
+                "settings": {"held_out_stream": HELD_OUT_STREAM}}  # fmt: skip
+
+    old = [record("a", "attention_fitted", "old"), record("b", "attention_fitted", "old")]
+    overlap = record("a", "query_overlap", None)
+    refit = record("a", "attention_fitted", "refit")
+    selected = faithfulness_selection([*old, overlap, refit])
+    assert selected == [overlap, refit]
+    assert faithfulness_key(old[0]) != faithfulness_key(refit)
 
 
 def test_the_top_5_removal_is_paired_with_exact_arc_jsd_by_sign():
