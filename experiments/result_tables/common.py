@@ -15,6 +15,7 @@ from mechrag.metrics.detection import SIGN_FLIP_EXACT, bootstrap_ci, mcnemar_exa
 SEED = 0
 RESAMPLES = 2000
 RESAMPLES_TEST = 20000  # sign-flip draws beyond the exact enumeration
+SAMPLED_FLOOR = 1 / (1 + RESAMPLES_TEST)  # a sampled sign-flip p where no draw reached the mean
 MINUS = "\N{MINUS SIGN}"
 
 
@@ -137,11 +138,10 @@ def ratio_interval(numerators, denominators, *, digits: int = 1) -> str:
 
 def p_text(p: float, *, sampled: bool = False) -> str:
     """A p-value in two significant digits, ``.062``, ``1``, ``4e-6``; a ``sampled`` sign-flip
-    p at its floor ``1 / (1 + RESAMPLES_TEST)`` (no draw reached the observed mean) as an upper
-    bound, ``≤ 5e-5``."""
-    floor = 1 / (1 + RESAMPLES_TEST)
-    if sampled and p <= floor:
-        return f"≤ {p_text(floor)}"
+    p at its floor :data:`SAMPLED_FLOOR` (no draw reached the observed mean) as an upper bound,
+    ``≤ 5e-5``."""
+    if sampled and p <= SAMPLED_FLOOR:
+        return f"≤ {p_text(SAMPLED_FLOOR)}"
     if p < 0.001:
         mantissa, exponent = f"{p:.0e}".split("e")
         return f"{mantissa}e{int(exponent)}"
@@ -151,6 +151,12 @@ def p_text(p: float, *, sampled: bool = False) -> str:
 def sampled_test(n: int) -> bool:
     """Whether :func:`mean_p` samples signs at n differences (rather than enumerating them)."""
     return n > SIGN_FLIP_EXACT
+
+
+def at_sampled_floor(p: float, n: int) -> bool:
+    """Whether :func:`mean_p` of ``n`` differences gave a sampled p at its floor (an upper
+    bound: no draw reached the observed mean)."""
+    return sampled_test(n) and p <= SAMPLED_FLOOR
 
 
 def mean_p(differences) -> float:

@@ -4,20 +4,25 @@ the plot of LDS against cost."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
+from mechrag.metrics.detection import holm_adjusted, mcnemar_exact
 from mechrag.metrics.faithfulness import HELD_OUT_STREAM
 
 from .common import (
     Table,
+    at_sampled_floor,
     gained_lost,
     grouped,
     interval,
     markdown,
+    mean_p,
     number,
+    p_text,
     paired_difference,
     save_with_legend,
     table,
@@ -87,24 +92,86 @@ def reference_pairs(found: list[dict], reference: dict[tuple, dict], value) -> l
     return pairs
 
 
-def against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
+class PairedTest(NamedTuple):
+    """A paired test's p, and whether that p is an upper bound (a sampled one at its floor)."""
+
+    p: float
+    at_floor: bool
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One method's records paired with exact ARC-JSD's on the questions both have (empty for
+    exact ARC-JSD itself): its LDS minus exact's, and per question with a top
+    :data:`PAIRED_K` removal on both sides whether the method's lowers ``log p`` further
+    (``deeper``) or less far (``shallower``) than exact's (ties: the same sentences, or the
+    same change, neither)."""
+
+    lds_differences: np.ndarray
+    deeper: np.ndarray
+    shallower: np.ndarray
+
+    @classmethod
+    def of(cls, found: list[dict], reference: dict[tuple, dict]) -> Paired:
+        if found[0]["method"] == REFERENCE:
+            return cls(np.empty(0), np.empty(0, bool), np.empty(0, bool))
+        lds = reference_pairs(found, reference, lambda r: r["lds"])
+        removal = reference_pairs(found, reference, lambda r: r["topk_removal"].get(PAIRED_K))
+        method, exact = np.transpose(removal) if removal else (np.empty(0), np.empty(0))
+        differences = np.subtract(*np.transpose(lds)) if lds else np.empty(0)
+        return cls(differences, method < exact, exact < method)
+
+    def tests(self) -> tuple[PairedTest | None, PairedTest | None]:
+        """The LDS's paired test (sign-flip test of the mean difference) and the top-k
+        removal's (sign test), None without pairs."""
+        lds = None
+        if n := len(self.lds_differences):
+            p = mean_p(self.lds_differences)
+            lds = PairedTest(p, at_sampled_floor(p, n))
+        removal = None
+        if len(self.deeper):
+            removal = PairedTest(mcnemar_exact(self.deeper, self.shallower), False)
+        return lds, removal
+
+
+def against_reference(paired: Paired) -> str:
     """The paired difference of LDS from exact ARC-JSD's on the questions both have."""
-    pairs = reference_pairs(found, reference, lambda r: r["lds"])
-    if not pairs or found[0]["method"] == REFERENCE:
+    differences = paired.lds_differences
+    if not len(differences):
         return "–"
-    differences = np.subtract(*np.transpose(pairs))
-    return f"{paired_difference(differences, digits=2)}, n = {len(pairs)}"
+    return f"{paired_difference(differences, digits=2)}, n = {len(differences)}"
 
 
-def removal_against_reference(found: list[dict], reference: dict[tuple, dict]) -> str:
+def removal_against_reference(paired: Paired) -> str:
     """On the questions both have: how often removing the method's top :data:`PAIRED_K` lowers
-    ``log p`` further than removing exact ARC-JSD's, the reverse (ties: the same sentences, or
-    the same change), and their sign test; robust to the few questions that carry the mean."""
-    pairs = reference_pairs(found, reference, lambda r: r["topk_removal"].get(PAIRED_K))
-    if not pairs or found[0]["method"] == REFERENCE:
+    ``log p`` further than removing exact ARC-JSD's, the reverse, and their sign test; robust
+    to the few questions that carry the mean."""
+    if not len(paired.deeper):
         return "–"
-    method, exact = np.transpose(pairs)
-    return f"{gained_lost(method < exact, exact < method)}, n = {len(pairs)}"
+    return f"{gained_lost(paired.deeper, paired.shallower)}, n = {len(paired.deeper)}"
+
+
+def holm_cells(pairings: dict[tuple[str, str], Paired]) -> dict[tuple[str, str], str]:
+    """Per (size, method): its paired tests' p adjusted by Holm's step-down over the family of
+    every paired test against exact ARC-JSD on that data set, ``LDS / top-k`` (– for a test
+    without pairs; ``≤`` where the adjusted value rests on a sampled p at its floor)."""
+    cells = {}
+    for size in dict.fromkeys(size for size, _ in pairings):
+        family = {key: paired.tests() for key, paired in pairings.items() if key[0] == size}
+        present = [test for tests in family.values() for test in tests if test is not None]
+        adjusted = holm_adjusted([test.p for test in present])
+        # An adjusted p never falls as an input p rises, so with the floored p at 0 each is at
+        # its least: where that is lower, the value shown is an upper bound.
+        least = holm_adjusted([0.0 if test.at_floor else test.p for test in present])
+        texts = iter(
+            ("≤ " if low < high else "") + p_text(high) for low, high in zip(least, adjusted)
+        )
+        for key, tests in family.items():
+            cells[key] = (
+                "–" if tests == (None, None)
+                else " / ".join("–" if test is None else next(texts) for test in tests)
+            )  # fmt: skip
+    return cells
 
 
 def held_out(records: list[dict]) -> list[dict]:
@@ -140,7 +207,11 @@ def faithfulness_selection(records: list[dict]) -> list[dict]:
     "top-5 deeper / shallower = the number of questions where removing the method's top 5 "
     "lowers the log-probability more / less than removing exact ARC-JSD's (a tie, the same "
     "change, counts for neither; n = questions paired, ties included; – where exact ARC-JSD has "
-    "no record), with their exact sign-test p; `random` = seeded "
+    "no record), with their exact sign-test p; Holm p = the p of those two paired tests (LDS, "
+    "top-5) adjusted by Holm's step-down over every paired test against exact ARC-JSD on that "
+    "data set in this table, two per method (– without pairs; ≤ where the adjusted value rests "
+    "on a sampled p at its floor): below .05, the difference stands after correcting for every "
+    "paired test on that data set (family-wise error at most .05); `random` = seeded "
     "random scores in [0, 1), the floor (positive weights partly track how many sentences a "
     "mask keeps, which alone predicts some of the output); gold top-1 = the share of questions "
     "whose top sentence is a gold one." + OLD_TARGET_NOTE,
@@ -148,16 +219,20 @@ def faithfulness_selection(records: list[dict]) -> list[dict]:
 def faithfulness_table(records: list[dict]) -> str:
     header = ["data", "method", "n", "passes", "LDS", "LDS correct (n)", "LDS wrong (n)",
               "LDS − exact's", "top-k removal", "removal median", "top-5 deeper / shallower",
-              "top-k keep", "gold top-1"]  # fmt: skip
+              "Holm p: LDS / top-5", "top-k keep", "gold top-1"]  # fmt: skip
     rows = []
     reference = {(r["size"], r["id"]): r for r in records if r["method"] == REFERENCE}
-    for (size, method), found in by_size_and_method(records).items():
+    groups = by_size_and_method(records)
+    pairings = {key: Paired.of(found, reference) for key, found in groups.items()}
+    holm = holm_cells(pairings)
+    for (size, method), found in groups.items():
+        paired = pairings[size, method]
         rows.append([
             SIZES.get(size, size), method, str(len(found)), f"{cost(found):g}",
             interval([r["lds"] for r in found]), split_lds(found, True), split_lds(found, False),
-            against_reference(found, reference), changes(found, "topk_removal"),
-            changes(found, "topk_removal", np.median),
-            removal_against_reference(found, reference), changes(found, "topk_keep"),
+            against_reference(paired), changes(found, "topk_removal"),
+            changes(found, "topk_removal", np.median), removal_against_reference(paired),
+            holm[size, method], changes(found, "topk_keep"),
             f"{np.mean([r['top1_gold'] for r in found]):.2f}",
         ])  # fmt: skip
     return markdown(header, rows)

@@ -7,6 +7,7 @@
 * ``mcnemar_exact``: two-sided exact McNemar p for paired binary outcomes, the binomial test of
   the discordant pairs against 1/2.
 * ``sign_flip_p``: two-sided p of the paired sign-flip permutation test of a mean difference.
+* ``holm_adjusted``: Holm's step-down adjusted p-values of a family of tests.
 """
 
 from __future__ import annotations
@@ -166,3 +167,22 @@ def sign_flip_p(
     signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_resamples, n))
     means = np.abs(signs @ differences) / n
     return float((1 + np.sum(means >= observed - tolerance)) / (1 + n_resamples))
+
+
+def holm_adjusted(p_values: Float[np.ndarray, " m"]) -> Float[np.ndarray, " m"]:
+    """Holm's step-down adjusted p-values of a family of ``m`` tests, in the order given.
+
+    The i-th smallest p is multiplied by ``m - i + 1``; the products are made non-decreasing
+    along that order and capped at 1. Rejecting the tests whose adjusted p is at most alpha
+    holds the chance of any false rejection in the family at alpha, whatever the tests'
+    dependence (Holm 1979), so a claim picked from many tests can be read at its family's size.
+    """
+    p_values = np.asarray(p_values, dtype=float)
+    if p_values.ndim != 1 or not ((p_values >= 0) & (p_values <= 1)).all():
+        raise InputError("holm_adjusted needs a 1-d array of p-values in [0, 1]")
+    m = len(p_values)
+    order = np.argsort(p_values, kind="stable")
+    stepped = np.maximum.accumulate(p_values[order] * (m - np.arange(m)))
+    adjusted = np.empty(m)
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted

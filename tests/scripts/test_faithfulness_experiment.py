@@ -220,7 +220,7 @@ def test_the_table_orders_by_cost_and_pairs_with_exact():
     assert exact[7] == "–"
     assert overlap[8] == "\N{MINUS SIGN}0.4 / \N{MINUS SIGN}0.8 / –"
     assert overlap[10] == exact[10] == "–"  # no top 5 to pair
-    assert overlap[12].rstrip(" |") == "0.00" and exact[12].rstrip(" |") == "1.00"
+    assert overlap[13].rstrip(" |") == "0.00" and exact[13].rstrip(" |") == "1.00"
     # One response resting on one sentence moves the mean removal, not its median.
     records.append(record("c", "overlap", 30.0, 0, False))
     rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
@@ -285,3 +285,45 @@ def test_the_top_5_removal_is_paired_with_exact_arc_jsd_by_sign():
     cells = {row[1]: row[10] for row in (line.split(" | ") for line in lines[2:])}
     # 3 deeper, 1 shallower: exact two-sided binomial p = 2 * (1 + 4) / 16.
     assert cells == {"attention": "3 / 1 (p .62), n = 5", "exact": "–"}
+
+
+def test_the_holm_column_adjusts_over_every_paired_test_on_a_data_set():
+    """Per data set the paired tests against exact ARC-JSD form one family: two per method,
+    fewer where a method has no top 5 to pair; each cell adjusts its own two by Holm's step-down
+    over the family (hand-computed here from exact p-values)."""
+
+    def record(size, question, method, lds, removed):
+        removal = {} if removed is None else {"5": removed}
+        return {"size": size, "id": question, "method": method, "lds": lds,
+                "forward_passes": 1, "correct": False, "top1_gold": False,
+                "topk_removal": removal, "topk_keep": {}}  # fmt: skip
+
+    records = []
+    for i, q in enumerate("abcde"):
+        records += [
+            record("hotpotqa_dev", q, "exact", 0.5, -1.0),
+            record("hotpotqa_dev", q, "deeper", 0.6, -2.0),  # LDS +0.1 and deeper on all 5
+            record("hotpotqa_dev", q, "level", 0.5 + 0.1 * (-1) ** i, -1.0),  # ties at k = 5
+            record("hotpotqa_dev", q, "unpaired_k", 0.3, None),  # LDS −0.2 on all 5, no top 5
+        ]
+    # Each "all 5 one way" test has exact p 2 / 32 = .0625; the others 1. The family of five:
+    # .0625 x 5 = .3125, then .25 and .1875 (stepped up to .3125), then 1 x 2 and 1.
+    lines = faithfulness_table(records).splitlines()
+    assert lines[0].split(" | ")[11] == "Holm p: LDS / top-5"
+    cells = {row[1]: row[11] for row in (line.split(" | ") for line in lines[2:])}
+    assert cells == {"exact": "–", "deeper": ".31 / .31", "level": "1 / 1", "unpaired_k": ".31 / –"}
+    # Another data set is its own family. Its two LDS tests on 20 questions are sampled p at
+    # their floor (1 / 20001), the top-5 test exact (2 / 2**20): Holm gives 3 x 1.9e-6 = 6e-6
+    # to the latter, 2 x floor = 1e-4 to the former, and both are upper bounds (the floored p
+    # could be below 1.9e-6, which would lower the top-5 test's multiplier).
+    for q in map(str, range(20)):
+        records += [
+            record("musique_dev", q, "exact", 0.5, -1.0),
+            record("musique_dev", q, "deeper", 0.6, -2.0),
+            record("musique_dev", q, "unpaired_k", 0.4, None),
+        ]
+    rows = [line.split(" | ") for line in faithfulness_table(records).splitlines()[2:]]
+    cells = {(row[0].strip("| "), row[1]): row[11] for row in rows}
+    assert cells["MuSiQue dev", "deeper"] == "≤ 1e-4 / ≤ 6e-6"
+    assert cells["MuSiQue dev", "unpaired_k"] == "≤ 1e-4 / –"
+    assert cells["HotpotQA dev", "deeper"] == ".31 / .31"

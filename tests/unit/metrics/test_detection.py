@@ -1,4 +1,5 @@
-"""AUROC against brute-force pair counting; McNemar against scipy's binomial test."""
+"""AUROC against brute-force pair counting; McNemar against scipy's binomial test; Holm's
+adjustment against closed testing over every subset of the family."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mechrag.metrics.detection import auroc, bootstrap_ci, mcnemar_exact, roc_curve
+from mechrag.errors import InputError
+from mechrag.metrics.detection import (
+    auroc,
+    bootstrap_ci,
+    holm_adjusted,
+    mcnemar_exact,
+    roc_curve,
+)
 
 
 def _pairwise_auroc(scores, labels) -> float:
@@ -100,3 +108,34 @@ def test_sign_flip_p_enumerates_every_pattern_and_samples_beyond():
         sign_flip_p(np.array([0.2, np.nan, 0.4]))
     huge = np.array([3e8, -1e8, -2e8 + 1e-3, 5e7, -5e7])  # a mean near 0 among large values
     assert sign_flip_p(huge) == pytest.approx(_brute_force_sign_flip_p(huge))
+
+
+def _closed_testing_holm(p_values) -> list[float]:
+    """Holm's adjusted p by its definition as closed testing with Bonferroni's local test: the
+    largest, over every subset of the family holding the test, of the subset's size times its
+    smallest p (capped at 1)."""
+    m = len(p_values)
+    adjusted = []
+    for i in range(m):
+        subsets = (
+            [j for j in range(m) if mask >> j & 1] for mask in range(1, 2**m) if mask >> i & 1
+        )
+        adjusted.append(max(min(1.0, len(s) * min(p_values[j] for j in s)) for s in subsets))
+    return adjusted
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_holm_matches_closed_testing_over_every_subset(seed):
+    rng = np.random.default_rng(seed)
+    p_values = rng.choice([0.001, 0.01, 0.02, 0.04, 0.3, 0.9], size=7) * rng.uniform(0.5, 1, 7)
+    p_values[:2] = p_values[2]  # ties
+    assert holm_adjusted(p_values) == pytest.approx(_closed_testing_holm(p_values))
+
+
+def test_holm_by_hand_and_bad_input():
+    # Sorted .01, .03, .04, .2 times 4, 3, 2, 1: .04, .09, .08 -> .09 (monotone), .2.
+    assert holm_adjusted([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
+    assert holm_adjusted([0.5, 0.6]).tolist() == [1.0, 1.0]
+    assert holm_adjusted([]).shape == (0,)
+    with pytest.raises(InputError, match="p-values in"):
+        holm_adjusted([0.2, 1.5])
